@@ -1,0 +1,629 @@
+// Python bindings (module mass_spring._core). The seed API: MassSpringSystem2d/3d with
+// Mass, Fix, Spring, Chain and DistanceConstraint; live element lists; numpy accessors
+// and a state checkpoint for big meshes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <sstream>
+
+#include "system.hpp"
+
+namespace py = pybind11;
+using namespace ms;
+
+namespace {
+
+using Arr = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using IdxArr = py::array_t<long long, py::array::c_style | py::array::forcecast>;
+using MaskArr = py::array_t<bool, py::array::c_style | py::array::forcecast>;
+
+// Element descriptors as the user writes them, before they join a system (dimension free).
+struct MassSpec {
+  double mass;
+  std::vector<double> pos, vel;
+};
+struct FixSpec {
+  std::vector<double> pos;
+};
+struct ChainSpec {
+  Spring spring;
+};
+
+template <int D>
+Vec<D> to_vec(const std::vector<double>& x, const std::string& what) {
+  if (static_cast<int>(x.size()) != D)
+    throw InputError(what + " must have " + std::to_string(D) + " coordinates, got " +
+                     std::to_string(x.size()));
+  Vec<D> v;
+  for (int k = 0; k < D; ++k) v(k) = x[k];
+  return v;
+}
+
+template <int D>
+py::tuple to_tuple(const Vec<D>& v) {
+  py::tuple t(D);
+  for (int k = 0; k < D; ++k) t[k] = v(k);
+  return t;
+}
+
+std::string connector_repr(const Connector& c) {
+  return std::string("Connector(") + (c.type == FIX ? "FIX" : "MASS") + ", " +
+         std::to_string(c.nr) + ")";
+}
+
+py::array_t<double> as_array(const VectorXd& x, py::ssize_t rows, py::ssize_t cols) {
+  py::array_t<double> a(cols > 0 ? std::vector<py::ssize_t>{rows, cols}
+                                 : std::vector<py::ssize_t>{rows});
+  std::copy(x.data(), x.data() + x.size(), a.mutable_data());
+  return a;
+}
+
+VectorXd from_array(const Arr& a,
+                    Eigen::Index expected, const std::string& what) {
+  if (a.size() != expected)
+    throw InputError(what + ": expected " + std::to_string(expected) + " values, got " +
+                     std::to_string(a.size()));
+  VectorXd x(expected);
+  std::copy(a.data(), a.data() + expected, x.data());
+  if (!x.allFinite()) throw InputError(what + ": contains NaN or Inf");
+  return x;
+}
+
+// Live views into a system: they hold the system alive and read through to its state.
+template <int D>
+struct MassRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+};
+template <int D>
+struct FixRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+};
+template <int D>
+struct SpringRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+  Spring& get() const { return sys->springs_mut()[i]; }
+};
+template <int D>
+struct ConstraintRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+};
+template <int D, class Ref>
+struct ListView {
+  std::shared_ptr<System<D>> sys;
+  int (*count)(const System<D>&);
+};
+
+template <int D, class Ref>
+void bind_list(py::module_& m, const std::string& name) {
+  using L = ListView<D, Ref>;
+  py::class_<L>(m, name.c_str())
+      .def("__len__", [](const L& l) { return l.count(*l.sys); })
+      .def("__getitem__",
+           [](const L& l, int i) {
+             const int n = l.count(*l.sys);
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw py::index_error("index out of range");
+             return Ref{l.sys, i};
+           })
+      .def("__iter__", [](const L& l) {
+        py::list items;
+        for (int i = 0; i < l.count(*l.sys); ++i) items.append(Ref{l.sys, i});
+        return py::iter(items);
+      });
+}
+
+template <int D>
+py::dict state_to_dict(const System<D>& s) {
+  const State<D>& st = s.state();
+  const auto n = static_cast<py::ssize_t>(s.num_masses());
+  VectorXd fixes(D * s.num_fixes());
+  for (int k = 0; k < s.num_fixes(); ++k) fixes.template segment<D>(D * k) = st.fix_pos[k];
+  py::dict d;
+  d["dim"] = D;
+  d["time"] = st.time;
+  d["q"] = as_array(st.q, n, D);
+  d["v"] = as_array(st.v, n, D);
+  d["acc"] = as_array(st.acc, n, D);
+  d["aux"] = as_array(st.aux, n, D);
+  d["lam"] = as_array(st.lam, st.lam.size(), 0);
+  d["fix_pos"] = as_array(fixes, s.num_fixes(), D);
+  d["consistent"] = st.consistent;
+  return d;
+}
+
+template <int D>
+void state_from_dict(System<D>& s, const py::dict& d) {
+  if (!d.contains("dim") || d["dim"].cast<int>() != D)
+    throw InputError("state: made by a system of another dimension");
+  State<D> st;
+  const Eigen::Index n = D * s.num_masses();
+  st.time = d["time"].cast<double>();
+  st.q = from_array(d["q"].cast<Arr>(), n, "state q");
+  st.v = from_array(d["v"].cast<Arr>(), n, "state v");
+  st.acc = from_array(d["acc"].cast<Arr>(), n, "state acc");
+  st.aux = from_array(d["aux"].cast<Arr>(), n, "state aux");
+  st.lam = from_array(d["lam"].cast<Arr>(), static_cast<Eigen::Index>(s.constraints().size()), "state lam");
+  const VectorXd fixes = from_array(d["fix_pos"].cast<Arr>(), D * s.num_fixes(), "state fix_pos");
+  for (int k = 0; k < s.num_fixes(); ++k) st.fix_pos.push_back(fixes.template segment<D>(D * k));
+  st.consistent = d["consistent"].cast<bool>();
+  s.set_state(st);
+}
+
+template <int D>
+py::tuple triplets(const std::vector<Eigen::Triplet<double>>& t) {
+  py::array_t<long long> rows(t.size()), cols(t.size());
+  py::array_t<double> vals(t.size());
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    rows.mutable_at(k) = t[k].row();
+    cols.mutable_at(k) = t[k].col();
+    vals.mutable_at(k) = t[k].value();
+  }
+  return py::make_tuple(rows, cols, vals);
+}
+
+
+// Bulk build from arrays that mass_spring.from_arrays has normalized and checked with
+// vertex- and edge-based messages; the system validates again as a safety net.
+template <int D>
+std::shared_ptr<System<D>> build_from_arrays(const Arr& positions, const Arr& masses,
+                                             const MaskArr& fixed, const Arr& velocities,
+                                             const IdxArr& springs, const Arr& stiffness,
+                                             const Arr& rest, const Arr& damping,
+                                             const MaskArr& rope, const IdxArr& constraints,
+                                             const Arr& clength) {
+  auto sys = std::make_shared<System<D>>();
+  const py::ssize_t N = masses.size();
+  const double* P = positions.data();
+  const double* V = velocities.data();
+  std::vector<double> m;
+  std::vector<Vec<D>> p, v;
+  sys->vertices.resize(N);
+  int n_fix = 0;
+  for (py::ssize_t i = 0; i < N; ++i) {
+    Vec<D> x = Eigen::Map<const Vec<D>>(P + D * i);
+    if (fixed.data()[i]) {
+      sys->add_fix(x);
+      sys->vertices[i] = Connector{FIX, n_fix++, sys->id()};
+    } else {
+      sys->vertices[i] = Connector{MASS, static_cast<int>(m.size()), sys->id()};
+      m.push_back(masses.data()[i]);
+      p.push_back(x);
+      v.push_back(Eigen::Map<const Vec<D>>(V + D * i));
+    }
+  }
+  sys->add_masses(m, p, v);
+  const py::ssize_t S = stiffness.size();
+  for (py::ssize_t e = 0; e < S; ++e) {
+    Spring s;
+    s.c = {sys->vertices[springs.data()[2 * e]], sys->vertices[springs.data()[2 * e + 1]]};
+    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;  // carries no force on a mass
+    s.length = rest.data()[e];
+    s.stiffness = stiffness.data()[e];
+    s.damping = damping.data()[e];
+    s.rope = rope.data()[e];
+    sys->add_spring(s);
+  }
+  std::vector<DistanceConstraint> cs;
+  for (py::ssize_t e = 0; e < clength.size(); ++e) {
+    DistanceConstraint c;
+    c.c = {sys->vertices[constraints.data()[2 * e]],
+           sys->vertices[constraints.data()[2 * e + 1]]};
+    if (c.c[0].type == FIX && c.c[1].type == FIX) continue;
+    c.length = clength.data()[e];
+    cs.push_back(c);
+  }
+  sys->add_constraints(cs);
+  return sys;
+}
+
+template <int D>
+void bind_system(py::module_& m, const std::string& name) {
+  using S = System<D>;
+  using SP = std::shared_ptr<S>;
+  const std::string suffix = std::to_string(D) + "d";
+
+  py::class_<MassRef<D>>(m, ("MassView" + suffix).c_str())
+      .def_property(
+          "mass", [](const MassRef<D>& r) { return r.sys->mass(r.i); },
+          [](const MassRef<D>& r, double x) { r.sys->set_mass(r.i, x); })
+      .def_property(
+          "pos", [](const MassRef<D>& r) { return to_tuple<D>(r.sys->pos(r.i)); },
+          [](const MassRef<D>& r, const std::vector<double>& x) {
+            r.sys->set_pos(r.i, to_vec<D>(x, "Mass " + std::to_string(r.i) + " pos"));
+          })
+      .def_property(
+          "vel", [](const MassRef<D>& r) { return to_tuple<D>(r.sys->vel(r.i)); },
+          [](const MassRef<D>& r, const std::vector<double>& x) {
+            r.sys->set_vel(r.i, to_vec<D>(x, "Mass " + std::to_string(r.i) + " vel"));
+          })
+      .def_property_readonly("nr", [](const MassRef<D>& r) { return r.i; })
+      .def("__repr__", [](const MassRef<D>& r) {
+        std::ostringstream s;
+        s << "Mass(" << r.sys->mass(r.i) << ", " << py::str(to_tuple<D>(r.sys->pos(r.i)))
+          << ")";
+        return s.str();
+      });
+
+  py::class_<FixRef<D>>(m, ("FixView" + suffix).c_str())
+      .def_property(
+          "pos", [](const FixRef<D>& r) { return to_tuple<D>(r.sys->fix_pos(r.i)); },
+          [](const FixRef<D>& r, const std::vector<double>& x) {
+            r.sys->set_fix_pos(r.i, to_vec<D>(x, "Fix " + std::to_string(r.i) + " pos"));
+          },
+          "Anchor position. Written between simulate() calls, the fix moves linearly to it "
+          "during the next call.")
+      .def_property_readonly("nr", [](const FixRef<D>& r) { return r.i; })
+      .def("__repr__", [](const FixRef<D>& r) {
+        return "Fix(" + std::string(py::str(to_tuple<D>(r.sys->fix_pos(r.i)))) + ")";
+      });
+
+  py::class_<SpringRef<D>>(m, ("SpringView" + suffix).c_str())
+      .def_property_readonly("length", [](const SpringRef<D>& r) { return r.get().length; })
+      .def_property_readonly("stiffness",
+                             [](const SpringRef<D>& r) { return r.get().stiffness; })
+      .def_property_readonly("damping", [](const SpringRef<D>& r) { return r.get().damping; })
+      .def_property_readonly("is_chain", [](const SpringRef<D>& r) { return r.get().rope; })
+      .def_property_readonly("connectors",
+                             [](const SpringRef<D>& r) {
+                               return py::make_tuple(r.get().c[0], r.get().c[1]);
+                             })
+      .def_property_readonly("c1", [](const SpringRef<D>& r) { return r.get().c[0]; })
+      .def_property_readonly("c2", [](const SpringRef<D>& r) { return r.get().c[1]; });
+
+  py::class_<ConstraintRef<D>>(m, ("ConstraintView" + suffix).c_str())
+      .def_property_readonly(
+          "length", [](const ConstraintRef<D>& r) { return r.sys->constraints()[r.i].length; })
+      .def_property_readonly(
+          "c1", [](const ConstraintRef<D>& r) { return r.sys->constraints()[r.i].c[0]; })
+      .def_property_readonly(
+          "c2", [](const ConstraintRef<D>& r) { return r.sys->constraints()[r.i].c[1]; })
+      .def_property_readonly(
+          "connectors",
+          [](const ConstraintRef<D>& r) {
+            const auto& c = r.sys->constraints()[r.i];
+            return py::make_tuple(c.c[0], c.c[1]);
+          })
+      .def_property_readonly(
+          "force", [](const ConstraintRef<D>& r) { return r.sys->constraint_forces()(r.i); },
+          "Rod tension (positive pulls the ends together) at the current time.");
+
+  bind_list<D, MassRef<D>>(m, "MassList" + suffix);
+  bind_list<D, FixRef<D>>(m, "FixList" + suffix);
+  bind_list<D, SpringRef<D>>(m, "SpringList" + suffix);
+  bind_list<D, ConstraintRef<D>>(m, "ConstraintList" + suffix);
+
+  py::class_<S, SP>(m, name.c_str())
+      .def(py::init<>())
+      .def_property_readonly_static("dim", [](py::object) { return D; })
+      .def_property(
+          "gravity", [](const S& s) { return to_tuple<D>(s.gravity); },
+          [](S& s, const std::vector<double>& g) {
+            s.gravity = to_vec<D>(g, "gravity");
+            if (!s.gravity.allFinite()) throw InputError("gravity contains NaN or Inf");
+          })
+      // -- building
+      .def("add",
+           [](S& s, const MassSpec& x) {
+             return s.add_mass(x.mass, to_vec<D>(x.pos, "Mass pos"),
+                               x.vel.empty() ? Vec<D>::Zero() : to_vec<D>(x.vel, "Mass vel"));
+           })
+      .def("add", [](S& s, const FixSpec& x) { return s.add_fix(to_vec<D>(x.pos, "Fix pos")); })
+      .def("add", [](S& s, const Spring& x) { return s.add_spring(x); })
+      .def("add", [](S& s, const ChainSpec& x) { return s.add_spring(x.spring); })
+      .def("add", [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
+      .def("addDistanceConstraint",
+           [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
+      // -- live lists
+      .def_property_readonly("masses",
+                             [](const SP& s) {
+                               return ListView<D, MassRef<D>>{
+                                   s, [](const S& x) { return x.num_masses(); }};
+                             })
+      .def_property_readonly("fixes",
+                             [](const SP& s) {
+                               return ListView<D, FixRef<D>>{
+                                   s, [](const S& x) { return x.num_fixes(); }};
+                             })
+      .def_property_readonly("springs",
+                             [](const SP& s) {
+                               return ListView<D, SpringRef<D>>{s, [](const S& x) {
+                                 return static_cast<int>(x.springs().size());
+                               }};
+                             })
+      .def_property_readonly("constraints",
+                             [](const SP& s) {
+                               return ListView<D, ConstraintRef<D>>{s, [](const S& x) {
+                                 return static_cast<int>(x.constraints().size());
+                               }};
+                             })
+      // -- integration
+      .def("simulate", &S::simulate, py::arg("tend"), py::arg("steps"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Advance by tend seconds in `steps` equal steps, continuing from the current state.")
+      .def(
+          "set_integrator",
+          [](S& s, const std::string& name, py::object rho_inf) {
+            s.integrator = integrator_from_name(name);
+            if (!rho_inf.is_none()) {
+              const double r = rho_inf.cast<double>();
+              if (!(r >= 0 && r <= 1))
+                throw InputError("rho_inf must lie in [0, 1], got " + std::to_string(r));
+              s.rho_inf = r;
+            }
+          },
+          py::arg("name"), py::arg("rho_inf") = py::none())
+      .def_property(
+          "integrator", [](const S& s) { return integrator_name(s.integrator); },
+          [](S& s, const std::string& name) { s.integrator = integrator_from_name(name); })
+      .def_property(
+          "rho_inf", [](const S& s) { return s.rho_inf; },
+          [](S& s, double r) {
+            if (!(r >= 0 && r <= 1))
+              throw InputError("rho_inf must lie in [0, 1], got " + std::to_string(r));
+            s.rho_inf = r;
+          })
+      .def_property(
+          "newton_tol", [](const S& s) { return s.newton_tol; },
+          [](S& s, double t) {
+            if (!(t > 0 && t < 1)) throw InputError("newton_tol must lie in (0, 1)");
+            s.newton_tol = t;
+          })
+      .def_property(
+          "max_newton_iterations", [](const S& s) { return s.max_newton_iterations; },
+          [](S& s, int n) {
+            if (n < 1) throw InputError("max_newton_iterations must be >= 1");
+            s.max_newton_iterations = n;
+          })
+      .def_property(
+          "max_halvings", [](const S& s) { return s.max_halvings; },
+          [](S& s, int n) {
+            if (n < 0) throw InputError("max_halvings must be >= 0");
+            s.max_halvings = n;
+          })
+      .def_property_readonly("time", &S::time)
+      // -- arrays
+      .def_property(
+          "positions",
+          [](const S& s) { return as_array(s.state().q, s.num_masses(), D); },
+          [](S& s, const Arr& a) {
+            const VectorXd x = from_array(a, D * s.num_masses(), "positions");
+            for (int i = 0; i < s.num_masses(); ++i) s.set_pos(i, x.template segment<D>(D * i));
+          })
+      .def_property(
+          "velocities",
+          [](const S& s) { return as_array(s.state().v, s.num_masses(), D); },
+          [](S& s, const Arr& a) {
+            const VectorXd x = from_array(a, D * s.num_masses(), "velocities");
+            for (int i = 0; i < s.num_masses(); ++i) s.set_vel(i, x.template segment<D>(D * i));
+          })
+      .def_property(
+          "fix_positions",
+          [](const S& s) {
+            VectorXd x(D * s.num_fixes());
+            for (int k = 0; k < s.num_fixes(); ++k) x.template segment<D>(D * k) = s.fix_pos(k);
+            return as_array(x, s.num_fixes(), D);
+          },
+          [](S& s, const Arr& a) {
+            const VectorXd x = from_array(a, D * s.num_fixes(), "fix_positions");
+            for (int k = 0; k < s.num_fixes(); ++k)
+              s.set_fix_pos(k, x.template segment<D>(D * k));
+          })
+      .def("vertex_positions",
+           [](const S& s) {
+             const auto& verts = s.vertices;
+             const int n = verts.empty() ? s.num_masses() + s.num_fixes()
+                                         : static_cast<int>(verts.size());
+             VectorXd x(D * n);
+             for (int i = 0; i < n; ++i) {
+               Connector c = verts.empty() ? (i < s.num_masses()
+                                                  ? Connector{MASS, i, 0}
+                                                  : Connector{FIX, i - s.num_masses(), 0})
+                                           : verts[i];
+               x.template segment<D>(D * i) = c.type == MASS ? s.pos(c.nr) : s.state().fix_pos[c.nr];
+             }
+             return as_array(x, n, D);
+           },
+           "Positions of all vertices (masses and fixes) in vertex order, shape (N, D).")
+      .def("vertex_velocities",
+           [](const S& s) {
+             const auto& verts = s.vertices;
+             const int n = verts.empty() ? s.num_masses() + s.num_fixes()
+                                         : static_cast<int>(verts.size());
+             VectorXd x = VectorXd::Zero(D * n);
+             for (int i = 0; i < n; ++i) {
+               Connector c = verts.empty() ? (i < s.num_masses()
+                                                  ? Connector{MASS, i, 0}
+                                                  : Connector{FIX, i - s.num_masses(), 0})
+                                           : verts[i];
+               if (c.type == MASS) x.template segment<D>(D * i) = s.vel(c.nr);
+             }
+             return as_array(x, n, D);
+           })
+      .def_property_readonly("fixed_vertices",
+                             [](const S& s) {
+                               std::vector<long long> idx;
+                               for (std::size_t i = 0; i < s.vertices.size(); ++i)
+                                 if (s.vertices[i].type == FIX) idx.push_back(i);
+                               return py::array_t<long long>(idx.size(), idx.data());
+                             })
+      .def_property_readonly("mass_vertices",
+                             [](const S& s) {
+                               std::vector<long long> idx;
+                               for (std::size_t i = 0; i < s.vertices.size(); ++i)
+                                 if (s.vertices[i].type == MASS) idx.push_back(i);
+                               return py::array_t<long long>(idx.size(), idx.data());
+                             })
+      .def_static("_build_from_arrays", &build_from_arrays<D>)
+      // -- checkpoint
+      .def("get_state", &state_to_dict<D>,
+           "Everything needed to continue exactly: a dict of numpy arrays and floats.")
+      .def("set_state", &state_from_dict<D>, py::arg("state"))
+      // -- diagnostics
+      .def("kinetic_energy", &S::kinetic_energy)
+      .def("potential_energy", &S::potential_energy)
+      .def("energy", [](const S& s) { return s.kinetic_energy() + s.potential_energy(); })
+      .def("max_constraint_violation", &S::max_constraint_violation)
+      .def_property_readonly("constraint_forces",
+                             [](const S& s) {
+                               const VectorXd f = s.constraint_forces();
+                               return as_array(f, f.size(), 0);
+                             })
+      .def_readonly("last_newton_iterations", &S::last_newton_iterations)
+      .def_property_readonly("stats",
+                             [](const S& s) {
+                               py::dict d;
+                               d["steps"] = s.total_steps;
+                               d["halved_steps"] = s.halved_steps;
+                               d["factorizations"] = s.linear_solver().factorizations;
+                               d["krylov_iterations"] = s.linear_solver().krylov_iterations;
+                               d["lu_fallbacks"] = s.linear_solver().lu_fallbacks;
+                               return d;
+                             })
+      .def_property_readonly("num_unknowns", &S::num_unknowns)
+      .def(
+          "evaluate",
+          [](const S& s, const Arr& q, const Arr& v, const Arr& lam) {
+            VectorXd F, g;
+            const Eigen::Index n = D * s.num_masses();
+            s.evaluate(from_array(q, n, "q"), from_array(v, n, "v"),
+                       from_array(lam, static_cast<Eigen::Index>(s.constraints().size()), "lam"),
+                       F, g);
+            return py::make_tuple(as_array(F, F.size(), 0), as_array(g, g.size(), 0));
+          },
+          "F = f(q, v) - G^T lam and the constraint values g(q) (squared form).")
+      .def(
+          "jacobian",
+          [](const S& s, const Arr& q, const Arr& v, const Arr& lam) {
+            std::vector<Eigen::Triplet<double>> a, b;
+            const Eigen::Index n = D * s.num_masses();
+            s.jacobian(from_array(q, n, "q"), from_array(v, n, "v"),
+                       from_array(lam, static_cast<Eigen::Index>(s.constraints().size()), "lam"),
+                       a, b);
+            return py::make_tuple(triplets<D>(a), triplets<D>(b));
+          },
+          "Exact derivatives as COO triplets: d(F, g)/d(q, lam) and dF/dv.")
+      .def("__repr__", [name](const S& s) {
+        return name + "(" + std::to_string(s.num_masses()) + " masses, " +
+               std::to_string(s.num_fixes()) + " fixes, " + std::to_string(s.springs().size()) +
+               " springs, " + std::to_string(s.constraints().size()) + " constraints, t=" +
+               std::to_string(s.time()) + ")";
+      });
+}
+
+std::array<Connector, 2> pair_of(const py::sequence& c, const char* what) {
+  if (py::len(c) != 2)
+    throw InputError(std::string(what) + ": connectors must be a pair (a, b)");
+  return {c[0].cast<Connector>(), c[1].cast<Connector>()};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "Compiled core of mass_spring: sparse generalized-alpha DAE integrator.";
+
+  static py::exception<SimulationError> simulation_error(m, "SimulationError",
+                                                         PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const SimulationError& e) {
+      py::set_error(simulation_error, e.what());
+    }
+  });
+
+  m.attr("FIX") = static_cast<int>(FIX);
+  m.attr("MASS") = static_cast<int>(MASS);
+
+  py::class_<Connector>(m, "Connector")
+      .def(py::init([](int type, int nr) {
+             if (type != FIX && type != MASS)
+               throw InputError("Connector type must be FIX (1) or MASS (2)");
+             return Connector{type, nr, 0};
+           }),
+           py::arg("type"), py::arg("nr"))
+      .def_readonly("type", &Connector::type)
+      .def_readonly("nr", &Connector::nr)
+      .def_property_readonly_static("FIX", [](py::object) { return static_cast<int>(FIX); })
+      .def_property_readonly_static("MASS", [](py::object) { return static_cast<int>(MASS); })
+      .def("__eq__",
+           [](const Connector& a, const Connector& b) {
+             return a.type == b.type && a.nr == b.nr && a.owner == b.owner;
+           })
+      .def("__hash__", [](const Connector& c) { return py::hash(py::make_tuple(c.type, c.nr)); })
+      .def("__repr__", &connector_repr);
+
+  py::class_<MassSpec>(m, "Mass")
+      .def(py::init([](double mass, std::vector<double> pos, py::object vel) {
+             MassSpec s{mass, std::move(pos), {}};
+             if (!(std::isfinite(mass) && mass > 0))
+               throw InputError("Mass: mass must be positive, got " + std::to_string(mass));
+             if (!vel.is_none()) s.vel = vel.cast<std::vector<double>>();
+             return s;
+           }),
+           py::arg("mass"), py::arg("pos"), py::arg("vel") = py::none())
+      .def_readwrite("mass", &MassSpec::mass)
+      .def_readwrite("pos", &MassSpec::pos)
+      .def_readwrite("vel", &MassSpec::vel);
+
+  py::class_<FixSpec>(m, "Fix")
+      .def(py::init([](std::vector<double> pos) { return FixSpec{std::move(pos)}; }),
+           py::arg("pos"))
+      .def_readwrite("pos", &FixSpec::pos);
+
+  auto make_spring = [](double length, double stiffness, const py::sequence& c, double damping,
+                        bool rope) {
+    Spring s;
+    s.length = length;
+    s.stiffness = stiffness;
+    s.damping = damping;
+    s.rope = rope;
+    s.c = pair_of(c, rope ? "Chain" : "Spring");
+    return s;
+  };
+  py::class_<Spring>(m, "Spring")
+      .def(py::init([make_spring](double length, double stiffness, const py::sequence& c,
+                                  double damping) {
+             return make_spring(length, stiffness, c, damping, false);
+           }),
+           py::arg("length"), py::arg("stiffness"), py::arg("connectors"),
+           py::arg("damping") = 0.0)
+      .def_readonly("length", &Spring::length)
+      .def_readonly("stiffness", &Spring::stiffness)
+      .def_readonly("damping", &Spring::damping)
+      .def_property_readonly("connectors",
+                             [](const Spring& s) { return py::make_tuple(s.c[0], s.c[1]); });
+
+  py::class_<ChainSpec>(m, "Chain", "A rope link: pulls when stretched, slack when compressed.")
+      .def(py::init([make_spring](double length, double stiffness, const py::sequence& c,
+                                  double damping) {
+             return ChainSpec{make_spring(length, stiffness, c, damping, true)};
+           }),
+           py::arg("length"), py::arg("stiffness"), py::arg("connectors"),
+           py::arg("damping") = 0.0)
+      .def_property_readonly("length", [](const ChainSpec& s) { return s.spring.length; })
+      .def_property_readonly("stiffness", [](const ChainSpec& s) { return s.spring.stiffness; });
+
+  py::class_<DistanceConstraint>(m, "DistanceConstraint")
+      .def(py::init([](double length, const py::sequence& c) {
+             return DistanceConstraint{length, pair_of(c, "DistanceConstraint")};
+           }),
+           py::arg("length"), py::arg("connectors"))
+      .def(py::init([](const Connector& a, const Connector& b, double length) {
+             return DistanceConstraint{length, {a, b}};
+           }),
+           py::arg("c1"), py::arg("c2"), py::arg("length"))
+      .def_readonly("length", &DistanceConstraint::length)
+      .def_property_readonly("c1", [](const DistanceConstraint& d) { return d.c[0]; })
+      .def_property_readonly("c2", [](const DistanceConstraint& d) { return d.c[1]; });
+
+  bind_system<2>(m, "MassSpringSystem2d");
+  bind_system<3>(m, "MassSpringSystem3d");
+}

@@ -1,0 +1,274 @@
+// Time integration of System<D>: the Newmark family (generalized-alpha, Newmark, implicit
+// Euler) solved by Newton on (q'', lam) with an index-3 constraint row scaled by 1/(beta h^2),
+// and the explicit methods of the seeds' 1-D page.
+#include <cmath>
+#include <sstream>
+
+#include "system.hpp"
+
+namespace ms {
+
+namespace {
+
+// One step of the Newmark family written as
+//     q1 = q_pred + bq * acc1,   v1 = v_pred + bv * acc1,   aux1 = c * acc1 + w
+// where acc1 is the new true acceleration (the Newton unknown).
+struct NewmarkStep {
+  VectorXd q_pred, v_pred, w;
+  double bq = 0, bv = 0, c = 1;
+};
+
+// Generalized-alpha in the Chung-Hulbert / Arnold-Bruls form: equilibrium at t_{n+1},
+// (1 - am) aux_{n+1} + am aux_n = (1 - af) acc_{n+1} + af acc_n.
+struct AlphaParameters {
+  double am, af, beta, gamma;
+  static AlphaParameters generalized(double rho) {
+    const double am = (2 * rho - 1) / (rho + 1), af = rho / (rho + 1);
+    const double gamma = 0.5 - am + af;
+    return {am, af, 0.25 * (gamma + 0.5) * (gamma + 0.5), gamma};
+  }
+  static AlphaParameters newmark() { return {0.0, 0.0, 0.25, 0.5}; }
+};
+
+std::string fmt(double x) {
+  std::ostringstream s;
+  s.precision(6);
+  s << x;
+  return s.str();
+}
+
+}  // namespace
+
+template <int D>
+void System<D>::make_consistent(const FixPath<D>& path) {
+  // Solve [M G^T; G 0] [acc; lam] = [f(q, v); -|d'|^2 / L0]: the equations of motion and
+  // the second time derivative of every constraint at the current instant.
+  const int nm = D * num_masses();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  const VectorXd zero_lam = VectorXd::Zero(static_cast<Eigen::Index>(constraints_.size()));
+  VectorXd F, g;
+  if (constraints_.empty()) {
+    forces(kin, zero_lam, F, g);
+    for (int i = 0; i < num_masses(); ++i)
+      state_.acc.template segment<D>(D * i) = F.template segment<D>(D * i) / mass_[i];
+  } else {
+    forces_and_matrix(kin, zero_lam, 1.0, 0.0, 0.0, F, g);
+    VectorXd rhs(num_unknowns()), x;
+    rhs.head(nm) = F;
+    for (std::size_t j = 0; j < constraints_.size(); ++j) {
+      const auto& c = constraints_[j];
+      const VecD dv = kin.vel(c.c[1]) - kin.vel(c.c[0]);
+      rhs(nm + j) = -dv.squaredNorm() / c.length;
+    }
+    lin_.invalidate_factor();
+    const bool ok = lin_.solve(rhs, x);
+    lin_.invalidate_factor();  // that factor belongs to a different matrix
+    if (!ok || !x.allFinite())
+      throw SimulationError("could not compute a consistent initial acceleration at t=" +
+                            fmt(state_.time) +
+                            ": the constraints are redundant or degenerate (check for "
+                            "duplicate rods or rods with a length of zero)");
+    state_.acc = x.head(nm);
+    state_.lam = x.tail(static_cast<Eigen::Index>(constraints_.size()));
+  }
+  if (!state_.acc.allFinite())
+    throw SimulationError("non-finite initial acceleration at t=" + fmt(state_.time));
+  state_.aux = state_.acc;
+  state_.consistent = true;
+}
+
+template <int D>
+bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
+  const State<D>& s = state_;
+  const int nm = D * num_masses();
+  NewmarkStep step;
+  if (integrator == IntegratorKind::ImplicitEuler) {
+    step.q_pred = s.q + h * s.v;
+    step.v_pred = s.v;
+    step.w = VectorXd::Zero(nm);
+    step.bq = h * h;
+    step.bv = h;
+    step.c = 1.0;
+  } else {
+    const AlphaParameters p = integrator == IntegratorKind::Newmark
+                                  ? AlphaParameters::newmark()
+                                  : AlphaParameters::generalized(rho_inf);
+    step.c = (1 - p.af) / (1 - p.am);
+    step.w = (p.af * s.acc - p.am * s.aux) / (1 - p.am);
+    step.q_pred = s.q + h * s.v + (h * h * (0.5 - p.beta)) * s.aux + (h * h * p.beta) * step.w;
+    step.v_pred = s.v + (h * (1 - p.gamma)) * s.aux + (h * p.gamma) * step.w;
+    step.bq = h * h * p.beta * step.c;
+    step.bv = h * p.gamma * step.c;
+  }
+
+  const double t1 = s.time + h;
+  const double tol = newton_tol * length_scale_;
+  const int nc = static_cast<int>(constraints_.size());
+  VectorXd acc = s.acc, lam = s.lam;
+  VectorXd q1, v1, F, g, R(num_unknowns()), delta;
+  for (int it = 0; it <= max_newton_iterations; ++it) {
+    q1 = step.q_pred + step.bq * acc;
+    v1 = step.v_pred + step.bv * acc;
+    const Kinematics kin = kinematics(q1, v1, path, t1);
+    forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g);
+    // Residual; the constraint row is divided by bq so the Newton matrix
+    // [M - bq dF/dq - bv dF/dv, G^T; G, 0] does not degenerate as h -> 0.
+    double err = 0;
+    for (int i = 0; i < num_masses(); ++i)
+      for (int k = 0; k < D; ++k) {
+        const int r = D * i + k;
+        R(r) = mass_[i] * acc(r) - F(r);
+        err = std::max(err, step.bq * std::abs(R(r)) / mass_[i]);
+      }
+    for (int j = 0; j < nc; ++j) {
+      R(nm + j) = g(j) / step.bq;
+      err = std::max(err, std::abs(g(j)));
+    }
+    if (!std::isfinite(err) || !R.allFinite()) {
+      why = "the forces became NaN or Inf";
+      return false;
+    }
+    if (err <= tol) {
+      state_.q = q1;
+      state_.v = v1;
+      state_.aux = step.c * acc + step.w;
+      state_.acc = acc;
+      state_.lam = lam;
+      state_.time = t1;
+      last_newton_iterations = it;
+      return true;
+    }
+    if (it == max_newton_iterations) break;
+    if (!lin_.solve(-R, delta)) {
+      why = "the Newton matrix is singular";
+      return false;
+    }
+    acc += delta.head(nm);
+    lam += delta.tail(nc);
+  }
+  why = "Newton's method did not converge in " + std::to_string(max_newton_iterations) +
+        " iterations";
+  return false;
+}
+
+template <int D>
+bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why) {
+  const VectorXd no_lam;
+  auto accel = [&](const VectorXd& q, const VectorXd& v, double t) {
+    VectorXd F, g;
+    forces(kinematics(q, v, path, t), no_lam, F, g);
+    for (int i = 0; i < num_masses(); ++i) F.template segment<D>(D * i) /= mass_[i];
+    return F;
+  };
+  const State<D>& s = state_;
+  VectorXd q1, v1;
+  switch (integrator) {
+    case IntegratorKind::ExplicitEuler: {
+      const VectorXd a0 = accel(s.q, s.v, s.time);
+      q1 = s.q + h * s.v;
+      v1 = s.v + h * a0;
+      break;
+    }
+    case IntegratorKind::SymplecticEuler: {
+      v1 = s.v + h * accel(s.q, s.v, s.time);
+      q1 = s.q + h * v1;
+      break;
+    }
+    default: {  // RK2, midpoint rule as on the seeds' page
+      const VectorXd a0 = accel(s.q, s.v, s.time);
+      const VectorXd qm = s.q + 0.5 * h * s.v, vm = s.v + 0.5 * h * a0;
+      const VectorXd am = accel(qm, vm, s.time + 0.5 * h);
+      q1 = s.q + h * vm;
+      v1 = s.v + h * am;
+    }
+  }
+  if (!q1.allFinite() || !v1.allFinite()) {
+    why = "the state became NaN or Inf";
+    return false;
+  }
+  state_.q = q1;
+  state_.v = v1;
+  state_.time += h;
+  state_.consistent = false;  // acc/aux are not tracked by explicit methods
+  last_newton_iterations = 0;
+  return true;
+}
+
+template <int D>
+void System<D>::advance(double h, const FixPath<D>& path, int depth) {
+  std::string why;
+  const bool ok = is_explicit(integrator) ? explicit_step(h, path, why)
+                                          : implicit_step(h, path, why);
+  const double bound = 1e12 * length_scale_;
+  if (ok && state_.q.size() > 0 && state_.q.cwiseAbs().maxCoeff() > bound) {
+    // Committed but absurd: the run has diverged; no halving brings it back.
+    throw SimulationError("the simulation diverged at t=" + fmt(state_.time) +
+                          " (positions beyond " + fmt(bound) + "); with " +
+                          integrator_name(integrator) +
+                          " use more steps, or an implicit integrator");
+  }
+  if (ok) return;
+  if (depth >= max_halvings || is_explicit(integrator))
+    throw SimulationError("step from t=" + fmt(state_.time) + " with h=" + fmt(h) +
+                          " failed" +
+                          (depth > 0 ? " after halving it " + std::to_string(depth) + " times"
+                                     : std::string()) +
+                          ": " + why +
+                          ". Likely cures: more steps (substeps), softer springs or more "
+                          "damping, a smaller rho_inf, or check the input for degenerate "
+                          "geometry");
+  ++halved_steps;
+  advance(0.5 * h, path, depth + 1);
+  advance(0.5 * h, path, depth + 1);
+}
+
+template <int D>
+void System<D>::simulate(double tend, int steps) {
+  if (!(std::isfinite(tend) && tend > 0))
+    throw InputError("simulate: tend must be a positive duration, got " + fmt(tend));
+  if (steps < 1)
+    throw InputError("simulate: steps must be >= 1, got " + std::to_string(steps));
+  if (!(std::isfinite(rho_inf) && rho_inf >= 0 && rho_inf <= 1))
+    throw InputError("rho_inf must lie in [0, 1], got " + fmt(rho_inf));
+  if (!(newton_tol > 0)) throw InputError("newton_tol must be positive");
+  if (is_explicit(integrator) && !constraints_.empty())
+    throw InputError(integrator_name(integrator) +
+                     " cannot enforce DistanceConstraints (rigid rods); use "
+                     "generalized_alpha, newmark or implicit_euler");
+  if (num_masses() == 0) {
+    state_.time += tend;
+    state_.fix_pos = fix_target_;
+    return;
+  }
+  ensure_pattern();
+  const std::vector<VecD> start = state_.fix_pos;
+  FixPath<D> path;
+  path.t0 = state_.time;
+  path.duration = tend;
+  path.start = &start;
+  path.target = &fix_target_;
+  path.moving = false;
+  for (int k = 0; k < num_fixes(); ++k) path.moving |= (start[k] != fix_target_[k]);
+  if (!is_explicit(integrator) && !state_.consistent) make_consistent(path);
+
+  const double h = tend / steps;
+  for (int s = 0; s < steps; ++s) {
+    advance(h, path, 0);
+    ++total_steps;
+  }
+  state_.fix_pos = fix_target_;
+  has_stepped_ = true;
+}
+
+// The members defined in this file; the class is instantiated in system.cpp.
+#define MS_INSTANTIATE(D)                                                              \
+  template void System<D>::make_consistent(const FixPath<D>&);                         \
+  template bool System<D>::implicit_step(double, const FixPath<D>&, std::string&);     \
+  template bool System<D>::explicit_step(double, const FixPath<D>&, std::string&);     \
+  template void System<D>::advance(double, const FixPath<D>&, int);                    \
+  template void System<D>::simulate(double, int);
+MS_INSTANTIATE(2)
+MS_INSTANTIATE(3)
+#undef MS_INSTANTIATE
+
+}  // namespace ms

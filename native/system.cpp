@@ -1,0 +1,630 @@
+// Building, validation, forces, the exact Jacobian and diagnostics of System<D>.
+#include "system.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <sstream>
+
+namespace ms {
+
+namespace {
+
+std::atomic<std::uint64_t> next_system_id{1};
+
+std::string fmt(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
+template <class V>
+bool all_finite(const V& v) {
+  return v.allFinite();
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InputError(message);
+}
+
+}  // namespace
+
+IntegratorKind integrator_from_name(const std::string& name) {
+  if (name == "generalized_alpha" || name == "alpha") return IntegratorKind::GeneralizedAlpha;
+  if (name == "newmark") return IntegratorKind::Newmark;
+  if (name == "implicit_euler") return IntegratorKind::ImplicitEuler;
+  if (name == "symplectic_euler") return IntegratorKind::SymplecticEuler;
+  if (name == "explicit_euler") return IntegratorKind::ExplicitEuler;
+  if (name == "rk2") return IntegratorKind::RK2;
+  throw InputError("unknown integrator '" + name +
+                   "'; choose generalized_alpha, newmark, implicit_euler, symplectic_euler, "
+                   "explicit_euler or rk2");
+}
+
+std::string integrator_name(IntegratorKind k) {
+  switch (k) {
+    case IntegratorKind::GeneralizedAlpha: return "generalized_alpha";
+    case IntegratorKind::Newmark: return "newmark";
+    case IntegratorKind::ImplicitEuler: return "implicit_euler";
+    case IntegratorKind::SymplecticEuler: return "symplectic_euler";
+    case IntegratorKind::ExplicitEuler: return "explicit_euler";
+    case IntegratorKind::RK2: return "rk2";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------- building
+
+template <int D>
+System<D>::System() : id_(next_system_id++) {
+  state_.q.resize(0);
+  state_.v.resize(0);
+  state_.acc.resize(0);
+  state_.aux.resize(0);
+  state_.lam.resize(0);
+}
+
+template <int D>
+void System<D>::topology_changed() {
+  pattern_ready_ = false;
+  state_.consistent = false;
+}
+
+template <int D>
+Connector System<D>::add_mass(double mass, const VecD& pos, const VecD& vel) {
+  add_masses({mass}, {pos}, {vel});
+  return Connector{MASS, num_masses() - 1, id_};
+}
+
+template <int D>
+void System<D>::add_masses(const std::vector<double>& mass, const std::vector<VecD>& pos,
+                           const std::vector<VecD>& vel) {
+  const int n0 = num_masses(), count = static_cast<int>(mass.size());
+  for (int k = 0; k < count; ++k) {
+    const std::string item = "Mass " + std::to_string(n0 + k);
+    require(std::isfinite(mass[k]) && mass[k] > 0,
+            item + ": mass must be positive, got " + fmt(mass[k]));
+    require(all_finite(pos[k]), item + ": position contains NaN or Inf");
+    require(all_finite(vel[k]), item + ": velocity contains NaN or Inf");
+  }
+  const int n = D * (n0 + count);
+  state_.q.conservativeResize(n);
+  state_.v.conservativeResize(n);
+  state_.acc.conservativeResize(n);
+  state_.aux.conservativeResize(n);
+  for (int k = 0; k < count; ++k) {
+    mass_.push_back(mass[k]);
+    state_.q.template segment<D>(D * (n0 + k)) = pos[k];
+    state_.v.template segment<D>(D * (n0 + k)) = vel[k];
+    state_.acc.template segment<D>(D * (n0 + k)).setZero();
+    state_.aux.template segment<D>(D * (n0 + k)).setZero();
+  }
+  topology_changed();
+}
+
+template <int D>
+Connector System<D>::add_fix(const VecD& pos) {
+  const std::string item = "Fix " + std::to_string(num_fixes());
+  require(all_finite(pos), item + ": position contains NaN or Inf");
+  fix_target_.push_back(pos);
+  state_.fix_pos.push_back(pos);
+  topology_changed();
+  return Connector{FIX, num_fixes() - 1, id_};
+}
+
+template <int D>
+void System<D>::check_connector(const Connector& c, const std::string& item) const {
+  require(c.owner == 0 || c.owner == id_,
+          item + ": connector belongs to another MassSpringSystem");
+  require(c.type == MASS || c.type == FIX,
+          item + ": connector type must be FIX (1) or MASS (2), got " + std::to_string(c.type));
+  const int count = c.type == MASS ? num_masses() : num_fixes();
+  require(c.nr >= 0 && c.nr < count,
+          item + ": connector " + (c.type == MASS ? "MASS " : "FIX ") + std::to_string(c.nr) +
+              " is out of range (the system has " + std::to_string(count) +
+              (c.type == MASS ? " masses)" : " fixes)"));
+}
+
+template <int D>
+int System<D>::add_spring(const Spring& s) {
+  const std::string item =
+      std::string(s.rope ? "Chain " : "Spring ") + std::to_string(springs_.size());
+  require(std::isfinite(s.length) && s.length >= 0,
+          item + ": length must be >= 0, got " + fmt(s.length));
+  require(std::isfinite(s.stiffness) && s.stiffness >= 0,
+          item + ": stiffness must be >= 0, got " + fmt(s.stiffness));
+  require(std::isfinite(s.damping) && s.damping >= 0,
+          item + ": damping must be >= 0, got " + fmt(s.damping));
+  check_connector(s.c[0], item);
+  check_connector(s.c[1], item);
+  require(!(s.c[0].type == s.c[1].type && s.c[0].nr == s.c[1].nr),
+          item + ": both ends are the same connector");
+  springs_.push_back(s);
+  topology_changed();
+  return static_cast<int>(springs_.size()) - 1;
+}
+
+template <int D>
+int System<D>::add_constraint(const DistanceConstraint& c) {
+  add_constraints({c});
+  return static_cast<int>(constraints_.size()) - 1;
+}
+
+template <int D>
+void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs) {
+  const std::size_t n0 = constraints_.size();
+  for (std::size_t k = 0; k < cs.size(); ++k) {
+    const DistanceConstraint& c = cs[k];
+    const std::string item = "DistanceConstraint " + std::to_string(n0 + k);
+    require(std::isfinite(c.length) && c.length > 0,
+            item + ": length must be positive, got " + fmt(c.length));
+    check_connector(c.c[0], item);
+    check_connector(c.c[1], item);
+    require(!(c.c[0].type == FIX && c.c[1].type == FIX),
+            item + ": both ends are fixes; a constraint needs at least one mass");
+    require(!(c.c[0].type == c.c[1].type && c.c[0].nr == c.c[1].nr),
+            item + ": both ends are the same connector");
+  }
+  constraints_.insert(constraints_.end(), cs.begin(), cs.end());
+  const auto n = static_cast<Eigen::Index>(constraints_.size());
+  state_.lam.conservativeResize(n);
+  state_.lam.tail(n - static_cast<Eigen::Index>(n0)).setZero();
+  topology_changed();
+}
+
+template <int D>
+void System<D>::set_mass(int i, double m) {
+  require(std::isfinite(m) && m > 0,
+          "Mass " + std::to_string(i) + ": mass must be positive, got " + fmt(m));
+  mass_[i] = m;
+  state_.consistent = false;
+  pattern_ready_ = false;  // the length scale and regularization depend on masses
+}
+
+template <int D>
+void System<D>::set_fix_pos(int k, const VecD& p) {
+  require(all_finite(p), "Fix " + std::to_string(k) + ": position contains NaN or Inf");
+  fix_target_[k] = p;
+  // Before the first step there is no motion to interpolate: the fix simply is there.
+  if (!has_stepped_) {
+    state_.fix_pos[k] = p;
+    state_.consistent = false;
+  }
+}
+
+template <int D>
+void System<D>::set_pos(int i, const VecD& p) {
+  require(all_finite(p), "Mass " + std::to_string(i) + ": position contains NaN or Inf");
+  state_.q.template segment<D>(D * i) = p;
+  state_.consistent = false;
+}
+
+template <int D>
+void System<D>::set_vel(int i, const VecD& v) {
+  require(all_finite(v), "Mass " + std::to_string(i) + ": velocity contains NaN or Inf");
+  state_.v.template segment<D>(D * i) = v;
+  state_.consistent = false;
+}
+
+template <int D>
+void System<D>::set_state(const State<D>& s) {
+  const int n = D * num_masses();
+  require(s.q.size() == n && s.v.size() == n && s.acc.size() == n && s.aux.size() == n,
+          "state: position/velocity/acceleration arrays must have " + std::to_string(n) +
+              " entries for this system");
+  require(s.lam.size() == static_cast<Eigen::Index>(constraints_.size()),
+          "state: multiplier array must have " + std::to_string(constraints_.size()) +
+              " entries");
+  require(static_cast<int>(s.fix_pos.size()) == num_fixes(),
+          "state: fix positions must have " + std::to_string(num_fixes()) + " rows");
+  require(std::isfinite(s.time) && all_finite(s.q) && all_finite(s.v) && all_finite(s.acc) &&
+              all_finite(s.aux) && all_finite(s.lam),
+          "state: contains NaN or Inf");
+  state_ = s;
+  fix_target_ = s.fix_pos;
+  has_stepped_ = true;  // fix writes after a restore mean motion from the restored place
+}
+
+// ---------------------------------------------------------------- forces and Jacobian
+
+template <int D>
+typename System<D>::Kinematics System<D>::kinematics(const VectorXd& q, const VectorXd& v,
+                                                     const FixPath<D>& path, double t) const {
+  Kinematics k{&q, &v, {}, {}};
+  k.fix_pos.resize(num_fixes());
+  k.fix_vel.resize(num_fixes());
+  for (int j = 0; j < num_fixes(); ++j) {
+    k.fix_pos[j] = path.pos(j, t);
+    k.fix_vel[j] = path.vel(j);
+  }
+  return k;
+}
+
+template <int D>
+FixPath<D> System<D>::resting_path() const {
+  FixPath<D> p;
+  p.start = &state_.fix_pos;
+  p.target = &state_.fix_pos;
+  p.moving = false;
+  return p;
+}
+
+namespace {
+
+// Force on end a of a spring (end b gets the opposite) and its exact derivatives
+// A = d f_a / d(p_b - p_a), B = d f_a / d(v_b - v_a).
+template <int D>
+void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa, Mat<D>& A,
+                  Mat<D>& B) {
+  const Mat<D> I = Mat<D>::Identity();
+  const double L = d.norm();
+  fa.setZero();
+  A.setZero();
+  B.setZero();
+  if (s.rope && L <= s.length) return;  // slack rope
+  const double k = s.stiffness, L0 = s.length;
+  // Direction undefined at L -> 0: the zero-length spring is exactly linear (f = k d);
+  // otherwise use the isotropic limit of the stiffness and no force (no NaN).
+  if (L <= 1e-12 * std::max(L0, 1.0)) {
+    if (L0 == 0.0) fa = k * d;
+    A = k * I;
+    return;
+  }
+  const Vec<D> n = d / L;
+  const Mat<D> nn = n * n.transpose();
+  const Mat<D> P = I - nn;
+  fa = k * (L - L0) * n;
+  A = k * nn + (k * (L - L0) / L) * P;
+  if (s.damping > 0) {
+    const double c = s.damping, rate = n.dot(dv);
+    fa += c * rate * n;
+    A += (c / L) * (n * dv.transpose() + rate * I) * P;
+    B = c * nn;
+  }
+}
+
+struct NullSink {
+  void add(int, int, double) {}
+};
+
+struct PatternSink {
+  std::vector<Eigen::Triplet<double>> entries;
+  void add(int r, int c, double) { entries.emplace_back(r, c, 0.0); }
+};
+
+struct ValueSink {
+  double* values;
+  const int* slots;
+  std::size_t next = 0;
+  void add(int, int, double v) { values[slots[next++]] += v; }
+};
+
+struct TripletSink {
+  std::vector<Eigen::Triplet<double>>* out;
+  void add(int r, int c, double v) { out->emplace_back(r, c, v); }
+};
+
+}  // namespace
+
+// One pass over all elements computing F = f - G^T lam, g, and (through `sink`) the matrix
+//     cM * M - cK * dF/dq - cV * dF/dv     in the mass rows and columns,
+//     G^T in the multiplier columns, G in the multiplier rows, 0 on their diagonal.
+// The sequence of sink.add calls depends only on the topology, never on values: the
+// pattern is recorded once and later passes write values into fixed slots.
+template <int D>
+template <class Sink>
+void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
+                         double cV, VectorXd* F, VectorXd* g, Sink& sink) const {
+  const int nm = num_masses();
+  const int row_lam = D * nm;
+  if (F) F->setZero(D * nm);
+  if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
+
+  auto block = [&](const Connector& a, const Connector& b, const MatD& W) {
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c) sink.add(D * a.nr + r, D * b.nr + c, W(r, c));
+  };
+  // Pair blocks of an element acting on both ends with d f_a / d p_b = W.
+  auto pair_blocks = [&](const std::array<Connector, 2>& c, const MatD& W) {
+    const bool ma = c[0].type == MASS, mb = c[1].type == MASS;
+    if (ma) block(c[0], c[0], W);
+    if (mb) block(c[1], c[1], W);
+    if (ma && mb) {
+      block(c[0], c[1], -W);
+      block(c[1], c[0], -W);
+    }
+  };
+  auto add_force = [&](const std::array<Connector, 2>& c, const VecD& fa) {
+    if (!F) return;
+    if (c[0].type == MASS) F->template segment<D>(D * c[0].nr) += fa;
+    if (c[1].type == MASS) F->template segment<D>(D * c[1].nr) -= fa;
+  };
+
+  for (int i = 0; i < nm; ++i) {
+    if (F) F->template segment<D>(D * i) += mass_[i] * gravity;
+    const Connector c{MASS, i, id_};
+    block(c, c, cM * mass_[i] * MatD::Identity());
+  }
+
+  for (const Spring& s : springs_) {
+    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
+    const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
+    const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
+    VecD fa;
+    MatD A, B;
+    spring_terms<D>(s, d, dv, fa, A, B);
+    add_force(s.c, fa);
+    pair_blocks(s.c, cK * A + cV * B);
+  }
+
+  for (std::size_t j = 0; j < constraints_.size(); ++j) {
+    const DistanceConstraint& dc = constraints_[j];
+    const VecD d = kin.pos(dc.c[1]) - kin.pos(dc.c[0]);
+    const double L0 = dc.length;
+    const VecD grad = d / L0;  // dg/dp_b; dg/dp_a = -grad
+    if (g) (*g)(j) = (d.squaredNorm() - L0 * L0) / (2 * L0);
+    add_force(dc.c, lam(j) * grad);  // -G^T lam: pulls a toward b when lam > 0
+    pair_blocks(dc.c, (cK * lam(j) / L0) * MatD::Identity());
+    const int r = row_lam + static_cast<int>(j);
+    for (int side = 0; side < 2; ++side) {
+      if (dc.c[side].type != MASS) continue;
+      const double sign = side == 0 ? -1.0 : 1.0;
+      for (int k = 0; k < D; ++k) {
+        sink.add(r, D * dc.c[side].nr + k, sign * grad(k));
+        sink.add(D * dc.c[side].nr + k, r, sign * grad(k));
+      }
+    }
+    sink.add(r, r, 0.0);
+  }
+}
+
+template <int D>
+void System<D>::forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F,
+                       VectorXd& g) const {
+  NullSink none;
+  assemble(kin, lam, 0.0, 0.0, 0.0, &F, &g, none);
+}
+
+template <int D>
+void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM,
+                                  double cK, double cV, VectorXd& F, VectorXd& g) {
+  ensure_pattern();
+  std::fill(lin_.J.valuePtr(), lin_.J.valuePtr() + lin_.J.nonZeros(), 0.0);
+  ValueSink sink{lin_.J.valuePtr(), slots_.data()};
+  assemble(kin, lam, cM, cK, cV, &F, &g, sink);
+}
+
+template <int D>
+void System<D>::evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
+                         VectorXd& F, VectorXd& g) const {
+  const FixPath<D> path = resting_path();
+  forces(kinematics(q, v, path, state_.time), lam, F, g);
+}
+
+template <int D>
+void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
+                         std::vector<Eigen::Triplet<double>>& d_qlam,
+                         std::vector<Eigen::Triplet<double>>& d_v) const {
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(q, v, path, state_.time);
+  const int row_lam = D * num_masses();
+  // cK = -1 yields +dF/dq; the multiplier columns hold G^T = -dF/dlam.
+  std::vector<Eigen::Triplet<double>> raw;
+  TripletSink sink{&raw};
+  assemble(kin, lam, 0.0, -1.0, 0.0, nullptr, nullptr, sink);
+  d_qlam.clear();
+  for (const auto& t : raw) {
+    const bool flip = t.row() < row_lam && t.col() >= row_lam;
+    d_qlam.emplace_back(t.row(), t.col(), flip ? -t.value() : t.value());
+  }
+  raw.clear();
+  assemble(kin, lam, 0.0, 0.0, -1.0, nullptr, nullptr, sink);
+  d_v.clear();
+  for (const auto& t : raw)
+    if (t.row() < row_lam && t.col() < row_lam) d_v.push_back(t);
+}
+
+// ---------------------------------------------------------------- pattern and solver
+
+template <int D>
+double System<D>::length_scale() {
+  ensure_pattern();
+  return length_scale_;
+}
+
+template <int D>
+void System<D>::ensure_pattern() {
+  if (pattern_ready_) return;
+  // Length scale for the Newton tolerance: the mean element length, else the extent.
+  double sum = 0;
+  int count = 0;
+  for (const Spring& s : springs_)
+    if (s.length > 0) sum += s.length, ++count;
+  for (const DistanceConstraint& c : constraints_) sum += c.length, ++count;
+  if (count > 0) {
+    length_scale_ = sum / count;
+  } else {
+    VecD lo = VecD::Constant(1e300), hi = VecD::Constant(-1e300);
+    for (int i = 0; i < num_masses(); ++i) lo = lo.cwiseMin(pos(i)), hi = hi.cwiseMax(pos(i));
+    for (const VecD& p : state_.fix_pos) lo = lo.cwiseMin(p), hi = hi.cwiseMax(p);
+    length_scale_ = (num_masses() + num_fixes() > 1) ? (hi - lo).norm() : 0.0;
+  }
+  if (!(length_scale_ > 0)) length_scale_ = 1.0;
+
+  PatternSink pattern;
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  VectorXd lam = VectorXd::Zero(static_cast<Eigen::Index>(constraints_.size()));
+  assemble(kin, lam, 1.0, 1.0, 1.0, nullptr, nullptr, pattern);
+  const int n = num_unknowns();
+  SpMat J(n, n);
+  J.setFromTriplets(pattern.entries.begin(), pattern.entries.end());
+  J.makeCompressed();
+  slots_.resize(pattern.entries.size());
+  const int* outer = J.outerIndexPtr();
+  const int* inner = J.innerIndexPtr();
+  for (std::size_t e = 0; e < pattern.entries.size(); ++e) {
+    const int r = pattern.entries[e].row(), c = pattern.entries[e].col();
+    const int* found = std::lower_bound(inner + outer[c], inner + outer[c + 1], r);
+    slots_[e] = static_cast<int>(found - inner);
+  }
+  double max_mass = 0;
+  for (double m : mass_) max_mass = std::max(max_mass, m);
+  // The constraint block of the scaled Newton matrix has the size of 1/mass.
+  const double delta = 1e-8 / std::max(max_mass, 1e-300);
+  lin_.set_pattern(std::move(J), D * num_masses(), delta);
+  pattern_ready_ = true;
+}
+
+void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, double delta_) {
+  J = std::move(pattern);
+  first_constraint_row = first_constraint_row_;
+  delta = delta_;
+  const int n = static_cast<int>(J.rows());
+  transpose_of.assign(J.nonZeros(), -1);
+  const int* outer = J.outerIndexPtr();
+  const int* inner = J.innerIndexPtr();
+  for (int c = 0; c < n; ++c)
+    for (int k = outer[c]; k < outer[c + 1]; ++k) {
+      const int r = inner[k];
+      const int* found = std::lower_bound(inner + outer[r], inner + outer[r + 1], c);
+      transpose_of[k] = static_cast<int>(found - inner);  // pattern is structurally symmetric
+    }
+  P_ = J;
+  ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
+}
+
+bool NewtonLinearSolver::refactor() {
+  // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite,
+  // which LDL^T factors without pivoting under any fill-reducing ordering.
+  const double* jv = J.valuePtr();
+  double* pv = P_.valuePtr();
+  const int* outer = P_.outerIndexPtr();
+  const int* inner = P_.innerIndexPtr();
+  for (int c = 0; c < P_.cols(); ++c)
+    for (int k = outer[c]; k < outer[c + 1]; ++k) {
+      pv[k] = 0.5 * (jv[k] + jv[transpose_of[k]]);
+      if (inner[k] == c && c >= first_constraint_row) pv[k] -= delta;
+    }
+  if (!ldlt_analyzed_) {
+    ldlt_.analyzePattern(P_);
+    ldlt_analyzed_ = true;
+  }
+  ldlt_.factorize(P_);
+  ++factorizations;
+  have_factor_ = ldlt_.info() == Eigen::Success;
+  return have_factor_;
+}
+
+namespace {
+
+// Preconditioner adaptor for Eigen's BiCGSTAB: applies a factor computed elsewhere.
+struct FactorPreconditioner {
+  using Factor = Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>>;
+  const Factor* factor = nullptr;
+  FactorPreconditioner() = default;
+  template <class M>
+  explicit FactorPreconditioner(const M&) {}
+  template <class M>
+  FactorPreconditioner& analyzePattern(const M&) { return *this; }
+  template <class M>
+  FactorPreconditioner& factorize(const M&) { return *this; }
+  template <class M>
+  FactorPreconditioner& compute(const M&) { return *this; }
+  VectorXd solve(const VectorXd& b) const { return factor->solve(b); }
+  Eigen::ComputationInfo info() { return Eigen::Success; }
+};
+
+}  // namespace
+
+bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x) {
+  const double bnorm = b.norm();
+  if (bnorm == 0.0) {
+    x.setZero(b.size());
+    return true;
+  }
+  const double tol = 1e-11;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!have_factor_ && !refactor()) break;
+    // One application of the factor is the exact answer when J is symmetric and has no
+    // constraints; otherwise it is the start of the Krylov iteration.
+    x = ldlt_.solve(b);
+    if (x.allFinite() && (b - J * x).norm() <= tol * bnorm) return true;
+    Eigen::BiCGSTAB<SpMat, FactorPreconditioner> krylov;
+    krylov.preconditioner().factor = &ldlt_;
+    krylov.compute(J);
+    krylov.setTolerance(tol);
+    krylov.setMaxIterations(20);
+    VectorXd guess = x.allFinite() ? x : VectorXd::Zero(b.size());
+    x = krylov.solveWithGuess(b, guess);
+    krylov_iterations += krylov.iterations();
+    const bool ok = x.allFinite() && (b - J * x).norm() <= 10 * tol * bnorm;
+    // A factor that needs several iterations has gone stale: refresh it next time.
+    if (krylov.iterations() > 3 || !ok) have_factor_ = false;
+    if (ok) return true;
+  }
+  return solve_lu(b, x);
+}
+
+bool NewtonLinearSolver::solve_lu(const VectorXd& b, VectorXd& x) {
+  ++lu_fallbacks;
+  if (!lu_analyzed_) {
+    lu_.analyzePattern(J);
+    lu_analyzed_ = true;
+  }
+  lu_.factorize(J);
+  if (lu_.info() != Eigen::Success) return false;
+  x = lu_.solve(b);
+  for (int k = 0; k < 2 && x.allFinite(); ++k) x += lu_.solve(VectorXd(b - J * x));
+  return x.allFinite();
+}
+
+// ---------------------------------------------------------------- diagnostics
+
+template <int D>
+double System<D>::kinetic_energy() const {
+  double e = 0;
+  for (int i = 0; i < num_masses(); ++i) e += 0.5 * mass_[i] * vel(i).squaredNorm();
+  return e;
+}
+
+template <int D>
+double System<D>::potential_energy() const {
+  double e = 0;
+  for (int i = 0; i < num_masses(); ++i) e -= mass_[i] * gravity.dot(pos(i));
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  for (const Spring& s : springs_) {
+    const double L = (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm();
+    if (s.rope && L <= s.length) continue;
+    e += 0.5 * s.stiffness * (L - s.length) * (L - s.length);
+  }
+  return e;
+}
+
+template <int D>
+double System<D>::max_constraint_violation() const {
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  double worst = 0;
+  for (const DistanceConstraint& c : constraints_)
+    worst = std::max(worst, std::abs((kin.pos(c.c[1]) - kin.pos(c.c[0])).norm() - c.length));
+  return worst;
+}
+
+template <int D>
+VectorXd System<D>::constraint_forces() const {
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  VectorXd f(static_cast<Eigen::Index>(constraints_.size()));
+  for (std::size_t j = 0; j < constraints_.size(); ++j) {
+    const auto& c = constraints_[j];
+    f(j) = state_.lam(j) * (kin.pos(c.c[1]) - kin.pos(c.c[0])).norm() / c.length;
+  }
+  return f;
+}
+
+template class System<2>;
+template class System<3>;
+
+}  // namespace ms

@@ -1,0 +1,211 @@
+// A mass-spring system: model (masses, fixes, springs, constraints, gravity), its state,
+// the residual of the equations of motion with its exact sparse Jacobian, and the
+// integrators that advance the state.
+//
+// Unknowns: positions q of the masses (D per mass) and one multiplier per constraint.
+//     M q'' = F(q, q', lam) = f(q, q') - G^T lam,      g(q) = 0
+// with the constraint in the smooth squared form g = (|p_b - p_a|^2 - L0^2) / (2 L0),
+// whose gradient has length |p_b - p_a| / L0 = 1 on the constraint manifold, so lam is
+// the rod tension (positive = pulling).
+#pragma once
+
+#include <Eigen/Sparse>
+#include <Eigen/SparseCholesky>
+#include <Eigen/SparseLU>
+#include <Eigen/IterativeLinearSolvers>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+
+namespace ms {
+
+using Eigen::VectorXd;
+using SpMat = Eigen::SparseMatrix<double, Eigen::ColMajor, int>;
+
+// Everything needed to continue a run exactly.
+template <int D>
+struct State {
+  double time = 0.0;
+  VectorXd q, v;    // positions and velocities of the masses
+  VectorXd acc;     // true acceleration q''
+  VectorXd aux;     // generalized-alpha auxiliary (pseudo-)acceleration
+  VectorXd lam;     // constraint multipliers
+  std::vector<Vec<D>> fix_pos;  // where the fixes are at `time`
+  bool consistent = false;      // acc and lam solve the equations at `time`
+};
+
+// Linear anchor motion during one simulate() call: from where the fixes are at its start
+// to where the user put them for its end.
+template <int D>
+struct FixPath {
+  double t0 = 0.0, duration = 1.0;
+  const std::vector<Vec<D>>* start = nullptr;
+  const std::vector<Vec<D>>* target = nullptr;
+  bool moving = false;
+
+  Vec<D> pos(int k, double t) const {
+    if (!moving) return (*target)[k];
+    double s = (t - t0) / duration;
+    return (*start)[k] + s * ((*target)[k] - (*start)[k]);
+  }
+  Vec<D> vel(int k) const {
+    if (!moving) return Vec<D>::Zero();
+    return ((*target)[k] - (*start)[k]) / duration;
+  }
+};
+
+// Solves J x = b for the Newton matrix J on a fixed sparsity pattern. The factor of a
+// symmetrized, quasi-definite copy of J (zero constraint block replaced by -delta*I) is
+// kept and used as preconditioner of BiCGSTAB against the true J; it is refreshed only
+// when it stops being effective. Falls back to SparseLU on J.
+class NewtonLinearSolver {
+ public:
+  SpMat J;                        // the matrix: pattern fixed, values rewritten in place
+  std::vector<int> transpose_of;  // value index of the transposed entry
+  int first_constraint_row = 0;
+  double delta = 1e-8;
+
+  void set_pattern(SpMat pattern, int first_constraint_row_, double delta_);
+  void invalidate_factor() { have_factor_ = false; }
+  // Returns false if no solver succeeded; x is then unspecified.
+  bool solve(const VectorXd& b, VectorXd& x);
+
+  long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0;
+
+ private:
+  bool refactor();
+  bool solve_lu(const VectorXd& b, VectorXd& x);
+  SpMat P_;
+  Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
+  Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
+  bool ldlt_analyzed_ = false, lu_analyzed_ = false, have_factor_ = false;
+};
+
+template <int D>
+class System {
+ public:
+  using VecD = Vec<D>;
+  using MatD = Mat<D>;
+
+  System();
+  std::uint64_t id() const { return id_; }
+
+  // ---- building (each validates and names the offending item) ----
+  Connector add_mass(double mass, const VecD& pos, const VecD& vel);
+  // Bulk versions for big meshes: validate and grow the state once.
+  void add_masses(const std::vector<double>& mass, const std::vector<VecD>& pos,
+                  const std::vector<VecD>& vel);
+  void add_constraints(const std::vector<DistanceConstraint>& cs);
+  Connector add_fix(const VecD& pos);
+  int add_spring(const Spring& s);
+  int add_constraint(const DistanceConstraint& c);
+
+  int num_masses() const { return static_cast<int>(mass_.size()); }
+  int num_fixes() const { return static_cast<int>(fix_target_.size()); }
+  const std::vector<Spring>& springs() const { return springs_; }
+  const std::vector<DistanceConstraint>& constraints() const { return constraints_; }
+  std::vector<Spring>& springs_mut() { topology_changed(); return springs_; }
+
+  // ---- model parameters ----
+  VecD gravity = VecD::Zero();
+  double mass(int i) const { return mass_[i]; }
+  void set_mass(int i, double m);
+  VecD fix_pos(int k) const { return fix_target_[k]; }
+  void set_fix_pos(int k, const VecD& p);
+
+  // ---- state ----
+  const State<D>& state() const { return state_; }
+  void set_state(const State<D>& s);
+  VecD pos(int i) const { return state_.q.template segment<D>(D * i); }
+  VecD vel(int i) const { return state_.v.template segment<D>(D * i); }
+  void set_pos(int i, const VecD& p);
+  void set_vel(int i, const VecD& v);
+  double time() const { return state_.time; }
+
+  // ---- integrator settings ----
+  IntegratorKind integrator = IntegratorKind::GeneralizedAlpha;
+  double rho_inf = 0.8;
+  double newton_tol = 1e-10;  // relative to the structure's length scale
+  int max_newton_iterations = 25;
+  int max_halvings = 12;
+
+  // Advances the state by `tend` seconds in `steps` equal steps.
+  void simulate(double tend, int steps);
+
+  // ---- diagnostics ----
+  int last_newton_iterations = 0;
+  long total_steps = 0, halved_steps = 0;
+  double kinetic_energy() const;
+  double potential_energy() const;
+  double max_constraint_violation() const;  // | |p_b - p_a| - L0 |, length units
+  VectorXd constraint_forces() const;       // rod tension (lam scaled by |d|/L0)
+  double length_scale();
+  const NewtonLinearSolver& linear_solver() const { return lin_; }
+
+  // F = f(q, v) - G^T lam and g(q) at the fixes' current positions (for tests).
+  void evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam, VectorXd& F,
+                VectorXd& g) const;
+  // Exact derivatives as triplets: d(F, g)/d(q, lam) and dF/dv.
+  void jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
+                std::vector<Eigen::Triplet<double>>& d_qlam,
+                std::vector<Eigen::Triplet<double>>& d_v) const;
+
+  // For systems built from a vertex array: the connector each vertex became.
+  std::vector<Connector> vertices;
+
+  // Dimension of the unknown vector (D * masses + constraints).
+  int num_unknowns() const { return D * num_masses() + static_cast<int>(constraints_.size()); }
+
+ private:
+  // Positions and velocities of all endpoints at one instant.
+  struct Kinematics {
+    const VectorXd* q;
+    const VectorXd* v;
+    std::vector<VecD> fix_pos, fix_vel;
+    VecD pos(const Connector& c) const {
+      return c.type == MASS ? VecD(q->template segment<D>(D * c.nr)) : fix_pos[c.nr];
+    }
+    VecD vel(const Connector& c) const {
+      return c.type == MASS ? VecD(v->template segment<D>(D * c.nr)) : fix_vel[c.nr];
+    }
+  };
+  template <class Sink>
+  void assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK, double cV,
+                VectorXd* F, VectorXd* g, Sink& sink) const;
+  // F and g only.
+  void forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F, VectorXd& g) const;
+  // F, g and the values of the Newton matrix cM M - cK dF/dq - cV dF/dv (with G, G^T)
+  // written into lin_.J.
+  void forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
+                         double cV, VectorXd& F, VectorXd& g);
+  Kinematics kinematics(const VectorXd& q, const VectorXd& v, const FixPath<D>& path,
+                        double t) const;
+  FixPath<D> resting_path() const;
+
+  void topology_changed();
+  void ensure_pattern();
+  void make_consistent(const FixPath<D>& path);
+  bool implicit_step(double h, const FixPath<D>& path, std::string& why);
+  bool explicit_step(double h, const FixPath<D>& path, std::string& why);
+  void advance(double h, const FixPath<D>& path, int depth);
+  void check_connector(const Connector& c, const std::string& item) const;
+
+  std::uint64_t id_;
+  std::vector<double> mass_;
+  std::vector<VecD> fix_target_;
+  std::vector<Spring> springs_;
+  std::vector<DistanceConstraint> constraints_;
+  State<D> state_;
+  bool has_stepped_ = false;  // a step was taken since building or set_state
+
+  // Newton matrix pattern and the slot of each value the assembler emits, in order.
+  bool pattern_ready_ = false;
+  std::vector<int> slots_;
+  NewtonLinearSolver lin_;
+  double length_scale_ = 1.0;
+};
+
+}  // namespace ms

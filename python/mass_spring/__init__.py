@@ -1,0 +1,156 @@
+"""Mass–spring systems with rigid rods, integrated by a sparse generalized-α DAE solver.
+
+The seed API (``MassSpringSystem3d``, ``Mass``, ``Fix``, ``Spring``, ``Chain``,
+``DistanceConstraint``) comes from the compiled core; :func:`from_arrays` builds a system
+from numpy arrays in one call for big meshes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._core import (  # noqa: F401  (re-exported API)
+    FIX,
+    MASS,
+    Chain,
+    Connector,
+    DistanceConstraint,
+    Fix,
+    Mass,
+    MassSpringSystem2d,
+    MassSpringSystem3d,
+    SimulationError,
+    Spring,
+)
+
+INTEGRATORS = (
+    "generalized_alpha",
+    "newmark",
+    "implicit_euler",
+    "symplectic_euler",
+    "explicit_euler",
+    "rk2",
+)
+
+__all__ = [
+    "FIX", "MASS", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
+    "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring",
+    "INTEGRATORS", "from_arrays",
+]
+
+
+def _per_item(value, count: int, name: str, default: float | None = None) -> np.ndarray:
+    """A scalar or a length-`count` array as a float array of that length."""
+    if value is None:
+        value = default
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        arr = np.full(count, float(arr))
+    if arr.shape != (count,):
+        raise ValueError(f"{name}: expected a scalar or {count} values, got shape {arr.shape}")
+    return arr
+
+
+def _pairs(value, n_vertices: int, name: str) -> np.ndarray:
+    if value is None:
+        return np.zeros((0, 2), dtype=np.int64)
+    arr = np.asarray(value)
+    if arr.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2 or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name}: expected an integer array of shape (count, 2)")
+    bad = np.flatnonzero((arr < 0).any(axis=1) | (arr >= n_vertices).any(axis=1))
+    if bad.size:
+        e = int(bad[0])
+        raise ValueError(f"{name} {e}: vertex index {arr[e].tolist()} out of range "
+                         f"(there are {n_vertices} vertices)")
+    same = np.flatnonzero(arr[:, 0] == arr[:, 1])
+    if same.size:
+        raise ValueError(f"{name} {int(same[0])}: both ends are vertex {int(arr[same[0], 0])}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _first_bad(mask: np.ndarray) -> int | None:
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if idx.size else None
+
+
+def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
+                stiffness=0.0, rest_length=None, damping=0.0, rope=None,
+                constraints=None, constraint_length=None, gravity=None):
+    """Build a 2-D or 3-D system from vertex and edge arrays in one call.
+
+    positions (N, D); masses scalar or (N,) (ignored for fixed vertices); fixed (N,) bool
+    mask or an index array; velocities (N, D); springs (S, 2) vertex pairs with stiffness,
+    rest_length (None: the current distance), damping and rope (tension only) per spring or
+    scalar; constraints (C, 2) with constraint_length (None: the current distance);
+    gravity (D,). Springs and constraints between two fixed vertices are dropped (they
+    move no mass). Errors name the offending vertex or edge.
+    """
+    pos = np.asarray(positions, dtype=float)
+    if pos.ndim != 2 or pos.shape[1] not in (2, 3):
+        raise ValueError(f"positions: expected shape (N, 2) or (N, 3), got {pos.shape}")
+    n, dim = pos.shape
+    bad = _first_bad(~np.isfinite(pos).all(axis=1))
+    if bad is not None:
+        raise ValueError(f"vertex {bad}: position contains NaN or Inf")
+
+    fixed_mask = np.zeros(n, dtype=bool)
+    if fixed is not None:
+        f = np.asarray(fixed)
+        if f.dtype == bool:
+            if f.shape != (n,):
+                raise ValueError(f"fixed: a boolean mask must have {n} entries")
+            fixed_mask = f.copy()
+        elif f.size:
+            if not np.issubdtype(f.dtype, np.integer) or f.min() < 0 or f.max() >= n:
+                raise ValueError("fixed: expected a boolean mask or vertex indices in range")
+            fixed_mask[f.ravel()] = True
+
+    m = _per_item(masses, n, "masses")
+    bad = _first_bad(~fixed_mask & ~(np.isfinite(m) & (m > 0)))
+    if bad is not None:
+        raise ValueError(f"vertex {bad}: mass must be positive, got {m[bad]}")
+    m = np.where(fixed_mask, 1.0, m)
+
+    vel = np.zeros_like(pos) if velocities is None else np.asarray(velocities, dtype=float)
+    if vel.shape != pos.shape:
+        raise ValueError(f"velocities: expected shape {pos.shape}, got {vel.shape}")
+    bad = _first_bad(~np.isfinite(vel).all(axis=1))
+    if bad is not None:
+        raise ValueError(f"vertex {bad}: velocity contains NaN or Inf")
+
+    sp = _pairs(springs, n, "spring")
+    ns = len(sp)
+    current = np.linalg.norm(pos[sp[:, 1]] - pos[sp[:, 0]], axis=1) if ns else np.zeros(0)
+    k = _per_item(stiffness, ns, "stiffness")
+    rest = current if rest_length is None else _per_item(rest_length, ns, "rest_length")
+    c = _per_item(damping, ns, "damping")
+    for name, arr in (("stiffness", k), ("rest length", rest), ("damping", c)):
+        bad = _first_bad(~(np.isfinite(arr) & (arr >= 0)))
+        if bad is not None:
+            raise ValueError(f"spring {bad} (vertices {sp[bad].tolist()}): {name} must be "
+                             f">= 0, got {arr[bad]}")
+    rope_mask = np.zeros(ns, dtype=bool) if rope is None else np.asarray(rope, dtype=bool)
+    if rope_mask.shape != (ns,):
+        raise ValueError(f"rope: expected {ns} flags")
+
+    cp = _pairs(constraints, n, "constraint")
+    nc = len(cp)
+    clen = (np.linalg.norm(pos[cp[:, 1]] - pos[cp[:, 0]], axis=1) if constraint_length is None
+            else _per_item(constraint_length, nc, "constraint_length"))
+    bad = _first_bad(~(np.isfinite(clen) & (clen > 0)))
+    if bad is not None:
+        raise ValueError(f"constraint {bad} (vertices {cp[bad].tolist()}): length must be "
+                         f"positive, got {clen[bad]}")
+
+    cls = MassSpringSystem3d if dim == 3 else MassSpringSystem2d
+    system = cls._build_from_arrays(pos, m, fixed_mask, vel, sp, k, rest, c, rope_mask, cp,
+                                    clen)
+    if gravity is not None:
+        system.gravity = list(np.asarray(gravity, dtype=float).ravel())
+    return system
+
+
+# The array API is also reachable from the classes, as documented.
+MassSpringSystem2d.from_arrays = staticmethod(from_arrays)
+MassSpringSystem3d.from_arrays = staticmethod(from_arrays)
