@@ -119,8 +119,8 @@ void bind_list(py::module_& m, const std::string& name) {
 }
 
 template <int D>
-py::dict state_to_dict(const System<D>& s) {
-  const State<D>& st = s.state();
+py::dict state_to_dict(System<D>& s) {
+  const State<D>& st = s.checkpoint();
   const auto n = static_cast<py::ssize_t>(s.num_masses());
   VectorXd fixes(D * s.num_fixes());
   for (int k = 0; k < s.num_fixes(); ++k) fixes.template segment<D>(D * k) = st.fix_pos[k];

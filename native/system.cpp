@@ -222,6 +222,7 @@ void System<D>::set_state(const State<D>& s) {
           "state: contains NaN or Inf");
   state_ = s;
   fix_target_ = s.fix_pos;
+  lin_.invalidate_factor();
   has_stepped_ = true;  // fix writes after a restore mean motion from the restored place
 }
 

@@ -118,6 +118,12 @@ class System {
 
   // ---- state ----
   const State<D>& state() const { return state_; }
+  // A checkpoint also restarts the linear solver's factor reuse, so that continuing from
+  // a checkpoint and from its restore follow the same arithmetic: bit-identical runs.
+  const State<D>& checkpoint() {
+    lin_.invalidate_factor();
+    return state_;
+  }
   void set_state(const State<D>& s);
   VecD pos(int i) const { return state_.q.template segment<D>(D * i); }
   VecD vel(int i) const { return state_.v.template segment<D>(D * i); }

@@ -1,0 +1,144 @@
+"""Bad input becomes a ValueError naming the item; failures a SimulationError; no crash."""
+import math
+
+import numpy as np
+import pytest
+
+import mass_spring as ms
+
+
+@pytest.fixture
+def mss():
+    s = ms.MassSpringSystem3d()
+    s.add(ms.Fix([0, 0, 0]))
+    s.add(ms.Fix([1, 0, 0]))
+    s.add(ms.Mass(1.0, [0, -1, 0]))
+    return s
+
+
+def test_non_positive_mass():
+    with pytest.raises(ValueError, match="mass must be positive"):
+        ms.Mass(0.0, [0, 0, 0])
+    with pytest.raises(ValueError, match="mass must be positive"):
+        ms.Mass(-1.0, [0, 0, 0])
+
+
+def test_wrong_dimension(mss):
+    with pytest.raises(ValueError, match="3 coordinates"):
+        mss.add(ms.Mass(1.0, [0, 0]))
+
+
+def test_negative_stiffness_names_the_spring(mss):
+    f, m = ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 0)
+    mss.add(ms.Spring(1.0, 10.0, (f, m)))
+    with pytest.raises(ValueError, match=r"Spring 1: stiffness must be >= 0, got -5"):
+        mss.add(ms.Spring(1.0, -5.0, (f, m)))
+
+
+def test_connector_from_another_system(mss):
+    other = ms.MassSpringSystem3d()
+    foreign = other.add(ms.Mass(1.0, [0, 0, 0]))
+    mine = mss.add(ms.Mass(1.0, [0, 0, 1]))
+    with pytest.raises(ValueError, match="another MassSpringSystem"):
+        mss.add(ms.Spring(1.0, 1.0, (mine, foreign)))
+
+
+def test_connector_out_of_range(mss):
+    with pytest.raises(ValueError, match="MASS 7 is out of range"):
+        mss.add(ms.Spring(1.0, 1.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 7))))
+
+
+def test_constraint_between_two_fixes(mss):
+    with pytest.raises(ValueError, match="DistanceConstraint 0: both ends are fixes"):
+        mss.add(ms.DistanceConstraint(1.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.FIX, 1))))
+
+
+def test_zero_length_constraint(mss):
+    with pytest.raises(ValueError, match="length must be positive"):
+        mss.add(ms.DistanceConstraint(0.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 0))))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_nan_anywhere(mss, bad):
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        mss.add(ms.Mass(1.0, [0, bad, 0]))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        mss.add(ms.Fix([bad, 0, 0]))
+    with pytest.raises(ValueError):
+        mss.add(ms.Spring(bad, 1.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 0))))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        mss.masses[0].pos = [bad, 0, 0]
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        mss.gravity = [0, bad, 0]
+    with pytest.raises(ValueError):
+        mss.simulate(bad, 10)
+
+
+def test_bad_simulate_arguments(mss):
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        mss.simulate(1.0, 0)
+    with pytest.raises(ValueError, match="tend must be a positive"):
+        mss.simulate(-1.0, 10)
+    with pytest.raises(ValueError, match="unknown integrator"):
+        mss.set_integrator("leapfrog")
+    with pytest.raises(ValueError, match="rho_inf"):
+        mss.rho_inf = 1.5
+
+
+def test_explicit_integrators_refuse_constraints(mss):
+    mss.add(ms.DistanceConstraint(1.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 0))))
+    for name in ("explicit_euler", "symplectic_euler", "rk2"):
+        mss.integrator = name
+        with pytest.raises(ValueError, match="cannot enforce DistanceConstraints"):
+            mss.simulate(0.1, 10)
+
+
+def test_explicit_divergence_is_reported():
+    s = ms.MassSpringSystem3d()
+    f = s.add(ms.Fix([0, 0, 0]))
+    m = s.add(ms.Mass(1.0, [1, 0, 0]))
+    s.add(ms.Spring(0.0, 1e6, (f, m)))
+    s.integrator = "explicit_euler"
+    with pytest.raises(ms.SimulationError, match=r"diverged at t="):
+        s.simulate(10.0, 1000)  # omega h = 10: explicit Euler blows up
+    assert isinstance(ms.SimulationError("x"), RuntimeError)
+
+
+def test_newton_failure_reports_time_and_cause():
+    s = ms.MassSpringSystem3d()
+    s.gravity = [0, -9.81, 0]
+    f = s.add(ms.Fix([0, 0, 0]))
+    m = s.add(ms.Mass(1.0, [1, 0, 0]))
+    s.add(ms.DistanceConstraint(1.0, (f, m)))
+    s.max_newton_iterations = 1
+    s.max_halvings = 2
+    s.newton_tol = 1e-15  # unreachable: Newton cannot succeed, halving cannot help
+    with pytest.raises(ms.SimulationError, match=r"from t=[0-9.e-]+ with h=.*halving it 2 times.*Newton"):
+        s.simulate(0.1, 10)
+
+
+def test_stiff_springs_converge_by_halving():
+    """k = 1e7 with a large step: Newton needs help; the step is halved, not abandoned."""
+    s = ms.MassSpringSystem3d()
+    s.gravity = [0, -9.81, 0]
+    prev = s.add(ms.Fix([0, 0, 0]))
+    for i in range(20):
+        cur = s.add(ms.Mass(0.01, [i + 1.0, 0, 0]))
+        s.add(ms.Spring(1.0, 1e7, (prev, cur)))
+        prev = cur
+    s.simulate(1.0, 10)  # omega h ~ 3000
+    assert s.stats["halved_steps"] > 0
+    assert np.isfinite(s.positions).all()
+    nodes = np.vstack([[0, 0, 0], s.positions])
+    stretch = np.linalg.norm(np.diff(nodes, axis=0), axis=1) - 1.0
+    assert np.abs(stretch).max() < 1e-4  # nearly inextensible, as k = 1e7 should be
+    assert s.positions[-1, 1] == pytest.approx(-0.5 * 9.81, abs=0.05)  # the tip falls freely
+
+
+def test_errors_leave_the_system_usable(mss):
+    with pytest.raises(ValueError):
+        mss.add(ms.Spring(1.0, -1.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 0))))
+    assert len(mss.springs) == 0
+    mss.add(ms.Spring(1.0, 10.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 0))))
+    mss.simulate(0.1, 10)
+    assert np.isfinite(mss.positions).all()
