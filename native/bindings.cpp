@@ -483,6 +483,7 @@ void bind_system(py::module_& m, const std::string& name) {
                                d["factorizations"] = s.linear_solver().factorizations;
                                d["krylov_iterations"] = s.linear_solver().krylov_iterations;
                                d["lu_fallbacks"] = s.linear_solver().lu_fallbacks;
+                               d["regularized_solves"] = s.linear_solver().regularized_solves;
                                return d;
                              })
       .def_property_readonly("num_unknowns", &S::num_unknowns)

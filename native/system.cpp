@@ -491,22 +491,20 @@ void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, d
       const int* found = std::lower_bound(inner + outer[r], inner + outer[r + 1], c);
       transpose_of[k] = static_cast<int>(found - inner);  // pattern is structurally symmetric
     }
+  constraint_diagonal_.clear();
+  for (int r = first_constraint_row; r < n; ++r)
+    for (int k = outer[r]; k < outer[r + 1]; ++k)
+      if (inner[k] == r) constraint_diagonal_.push_back(k);
   P_ = J;
   ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
 }
 
 bool NewtonLinearSolver::refactor() {
-  // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite,
-  // which LDL^T factors without pivoting under any fill-reducing ordering.
+  // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite.
   const double* jv = J.valuePtr();
   double* pv = P_.valuePtr();
-  const int* outer = P_.outerIndexPtr();
-  const int* inner = P_.innerIndexPtr();
-  for (int c = 0; c < P_.cols(); ++c)
-    for (int k = outer[c]; k < outer[c + 1]; ++k) {
-      pv[k] = 0.5 * (jv[k] + jv[transpose_of[k]]);
-      if (inner[k] == c && c >= first_constraint_row) pv[k] -= delta;
-    }
+  for (Eigen::Index k = 0; k < P_.nonZeros(); ++k) pv[k] = 0.5 * (jv[k] + jv[transpose_of[k]]);
+  for (int k : constraint_diagonal_) pv[k] -= delta;
   if (!ldlt_analyzed_) {
     ldlt_.analyzePattern(P_);
     ldlt_analyzed_ = true;
@@ -545,26 +543,34 @@ bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x) {
     return true;
   }
   const double tol = 1e-11;
+  auto good = [&](const VectorXd& y) {
+    return y.allFinite() && (b - J * y).norm() <= 10 * tol * bnorm;
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!have_factor_ && !refactor()) break;
-    // One application of the factor is the exact answer when J is symmetric and has no
-    // constraints; otherwise it is the start of the Krylov iteration.
+    // One application of the factor is the answer up to O(delta) when J is symmetric;
+    // otherwise it starts the Krylov iteration.
     x = ldlt_.solve(b);
-    if (x.allFinite() && (b - J * x).norm() <= tol * bnorm) return true;
+    if (good(x)) return true;
     Eigen::BiCGSTAB<SpMat, FactorPreconditioner> krylov;
     krylov.preconditioner().factor = &ldlt_;
     krylov.compute(J);
     krylov.setTolerance(tol);
     krylov.setMaxIterations(20);
-    VectorXd guess = x.allFinite() ? x : VectorXd::Zero(b.size());
+    const VectorXd guess = x.allFinite() ? x : VectorXd::Zero(b.size());
     x = krylov.solveWithGuess(b, guess);
     krylov_iterations += krylov.iterations();
-    const bool ok = x.allFinite() && (b - J * x).norm() <= 10 * tol * bnorm;
+    const bool ok = good(x);
     // A factor that needs several iterations has gone stale: refresh it next time.
     if (krylov.iterations() > 3 || !ok) have_factor_ = false;
     if (ok) return true;
   }
-  return solve_lu(b, x);
+  if (!have_factor_ && !refactor()) return solve_lu(b, x);  // LDL^T broke down
+  // J is singular (redundant rods) or too unsymmetric for the preconditioner: the
+  // regularized solution is still a sound Newton direction (least-squares multipliers).
+  ++regularized_solves;
+  x = ldlt_.solve(b);
+  return x.allFinite();
 }
 
 bool NewtonLinearSolver::solve_lu(const VectorXd& b, VectorXd& x) {
@@ -577,7 +583,7 @@ bool NewtonLinearSolver::solve_lu(const VectorXd& b, VectorXd& x) {
   if (lu_.info() != Eigen::Success) return false;
   x = lu_.solve(b);
   for (int k = 0; k < 2 && x.allFinite(); ++k) x += lu_.solve(VectorXd(b - J * x));
-  return x.allFinite();
+  return x.allFinite() && (b - J * x).norm() <= 1e-8 * b.norm();
 }
 
 // ---------------------------------------------------------------- diagnostics

@@ -57,10 +57,13 @@ struct FixPath {
   }
 };
 
-// Solves J x = b for the Newton matrix J on a fixed sparsity pattern. The factor of a
-// symmetrized, quasi-definite copy of J (zero constraint block replaced by -delta*I) is
-// kept and used as preconditioner of BiCGSTAB against the true J; it is refreshed only
-// when it stops being effective. Falls back to SparseLU on J.
+// Solves J x = b for the Newton matrix J on a fixed sparsity pattern. The preconditioner
+// is the LDL^T factor of P = sym(J) with -delta*I in place of the zero constraint block:
+// quasi-definite, so LDL^T needs no pivoting under any fill-reducing ordering, and
+// regular even with redundant rods (e.g. three collinear rigid edges). It is kept across
+// Newton iterations and steps and drives BiCGSTAB against the true J (unsymmetric with
+// dampers); it is refreshed only when it stops being effective. If J itself is singular,
+// the regularized solution P^-1 b is the Newton direction (least-squares multipliers).
 class NewtonLinearSolver {
  public:
   SpMat J;                        // the matrix: pattern fixed, values rewritten in place
@@ -73,12 +76,13 @@ class NewtonLinearSolver {
   // Returns false if no solver succeeded; x is then unspecified.
   bool solve(const VectorXd& b, VectorXd& x);
 
-  long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0;
+  long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0;
 
  private:
   bool refactor();
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;
+  std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
   bool ldlt_analyzed_ = false, lu_analyzed_ = false, have_factor_ = false;
