@@ -73,8 +73,8 @@ class NewtonLinearSolver {
 
   void set_pattern(SpMat pattern, int first_constraint_row_, double delta_);
   void invalidate_factor() { have_factor_ = false; }
-  // Returns false if no solver succeeded; x is then unspecified.
-  bool solve(const VectorXd& b, VectorXd& x);
+  // Solves to relative residual `tol`; returns false if no solver succeeded.
+  bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11);
 
   long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0;
 
@@ -82,6 +82,7 @@ class NewtonLinearSolver {
   bool refactor();
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;
+  int stale_after_ = 3;  // Krylov iterations that mark the factor stale (grows with size)
   std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;

@@ -1,0 +1,102 @@
+"""Speed of the compiled core: ms per step on the seeds' structures and on square grids.
+
+Prints numbers; it asserts nothing (timings on shared machines are noisy: compare the
+ratios measured in one run). The course's reference code needs 116 ms per step for the
+100-mass chain and 1530 ms per step for the 20x10 braced bridge (dense matrices).
+
+    python scripts/bench_core.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import mass_spring as ms
+
+
+def chain(n=100):
+    mss = ms.MassSpringSystem3d()
+    mss.gravity = [0, -9.81, 0]
+    prev = mss.add(ms.Fix([0, 0, 0]))
+    for i in range(n):
+        cur = mss.add(ms.Mass(1.0, [i + 1.0, 0, 0]))
+        mss.add(ms.Spring(1.0, 1000.0, (prev, cur)))
+        prev = cur
+    return mss
+
+
+def bridge(W=20, H=10, k=1000.0):
+    """The seeds' braced bridge: W x H lattice, both diagonals, fixed at the two top ends."""
+    ij = [(i, j) for j in range(H) for i in range(W)]
+    index = {p: n for n, p in enumerate(ij)}
+    pos = np.array([[i, -j, 0.0] for i, j in ij])
+    fixed = np.zeros(len(ij), bool)
+    fixed[[index[(0, 0)], index[(W - 1, 0)]]] = True
+    edges = []
+    for i, j in ij:
+        for di, dj in ((1, 0), (0, 1), (1, 1)):
+            if (i + di, j + dj) in index:
+                edges.append((index[(i, j)], index[(i + di, j + dj)]))
+        if (i - 1, j + 1) in index:
+            edges.append((index[(i, j)], index[(i - 1, j + 1)]))
+    return ms.from_arrays(pos, 0.2, fixed=fixed, springs=np.array(edges), stiffness=k,
+                          gravity=[0, -9.81, 0])
+
+
+def grid(n, total_mass=1.0, k=2000.0):
+    """n x n cloth: structural and shear springs, the two top corners pinned."""
+    x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
+    pos = np.column_stack([x.ravel(), np.zeros(n * n), y.ravel()])
+    idx = np.arange(n * n).reshape(n, n)
+    edges = np.vstack([
+        np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
+        np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()]),
+        np.column_stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()]),
+        np.column_stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()]),
+    ])
+    fixed = np.zeros(n * n, bool)
+    fixed[[idx[-1, 0], idx[-1, -1]]] = True
+    return ms.from_arrays(pos, total_mass / (n * n), fixed=fixed, springs=edges,
+                          stiffness=k, damping=0.01, gravity=[0, 0, -9.81])
+
+
+def ms_per_step(mss, h, steps, per_call=1):
+    mss.simulate(h, 1)  # pattern analysis, first factorization, consistent start
+    t0 = time.perf_counter()
+    for _ in range(steps // per_call):
+        mss.simulate(h * per_call, per_call)
+    return 1e3 * (time.perf_counter() - t0) / steps
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer steps")
+    args = ap.parse_args()
+    steps = 50 if args.quick else 200
+    h = 1.0 / 120.0  # 24 fps, 5 substeps
+
+    print("structure                      unknowns   ms/step   (reference code)")
+    for name, mss, ref in (("chain, 100 masses", chain(), 116),
+                           ("bridge 20x10, 712 springs", bridge(), 1530)):
+        t = ms_per_step(mss, h, steps)
+        print(f"{name:30s} {mss.num_unknowns:8d} {t:9.3f}   ({ref} ms)")
+
+    sizes, times = [], []
+    for n in (33, 65, 129):
+        mss = grid(n)
+        t = ms_per_step(mss, h, max(10, steps // (n // 16)), per_call=5)
+        sizes.append(n * n)
+        times.append(t)
+        st = mss.stats
+        print(f"grid {n}x{n} ({len(mss.springs)} springs) {mss.num_unknowns:8d} {t:9.3f}   "
+              f"factorizations {st['factorizations']}, Krylov iterations "
+              f"{st['krylov_iterations']}, Newton iterations (last step) "
+              f"{mss.last_newton_iterations}")
+    slope = np.polyfit(np.log(sizes), np.log(times), 1)[0]
+    print(f"growth exponent of time per step in vertex count: {slope:.2f} (1 = linear)")
+
+
+if __name__ == "__main__":
+    main()
