@@ -223,6 +223,7 @@ void System<D>::set_state(const State<D>& s) {
   state_ = s;
   fix_target_ = s.fix_pos;
   lin_.invalidate_factor();
+  consistency_lin_.invalidate_factor();
   has_stepped_ = true;  // fix writes after a restore mean motion from the restored place
 }
 
@@ -252,34 +253,71 @@ FixPath<D> System<D>::resting_path() const {
 
 namespace {
 
+// Tension of a spring as a function of its stretch s = L - L0. A spring is linear. A rope
+// is slack for s <= -eps, linear for s >= eps, and quadratic in between: C^1, so that
+// Newton's method does not cycle between slack and taut (it did, with rigid rods, down
+// to steps of 1e-6 s). The band eps = 1e-3 L0 moves the rope's rest length by at most
+// 0.25 eps.
+struct Tension {
+  double T = 0, dT = 0, ddT = 0;  // T(s), T'(s), T''(s)
+};
+
+inline double rope_band(double L0) { return 1e-3 * std::max(L0, 1e-9); }
+
+inline Tension tension(const Spring& s, double stretch) {
+  const double k = s.stiffness;
+  if (!s.rope) return {k * stretch, k, 0.0};
+  const double eps = rope_band(s.length);
+  if (stretch <= -eps) return {};
+  if (stretch >= eps) return {k * stretch, k, 0.0};
+  const double u = stretch + eps;
+  return {k * u * u / (4 * eps), k * u / (2 * eps), k / (2 * eps)};
+}
+
+inline double spring_energy(const Spring& s, double stretch) {
+  const double k = s.stiffness;
+  if (!s.rope) return 0.5 * k * stretch * stretch;
+  const double eps = rope_band(s.length);
+  if (stretch <= -eps) return 0.0;
+  if (stretch >= eps) return 0.5 * k * stretch * stretch + k * eps * eps / 6;
+  const double u = stretch + eps;
+  return k * u * u * u / (12 * eps);
+}
+
 // Force on end a of a spring (end b gets the opposite) and its exact derivatives
-// A = d f_a / d(p_b - p_a), B = d f_a / d(v_b - v_a).
+// A = d f_a / d(p_b - p_a), B = d f_a / d(v_b - v_a). The dashpot acts where the spring
+// pulls: fully for springs, with weight T'/k for ropes (zero when slack).
 template <int D>
 void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa, Mat<D>& A,
                   Mat<D>& B) {
   const Mat<D> I = Mat<D>::Identity();
   const double L = d.norm();
+  const double k = s.stiffness, L0 = s.length;
   fa.setZero();
   A.setZero();
   B.setZero();
-  if (s.rope && L <= s.length) return;  // slack rope
-  const double k = s.stiffness, L0 = s.length;
   // Direction undefined at L -> 0: the zero-length spring is exactly linear (f = k d);
   // otherwise use the isotropic limit of the stiffness and no force (no NaN).
   if (L <= 1e-12 * std::max(L0, 1.0)) {
+    if (s.rope) return;
     if (L0 == 0.0) fa = k * d;
     A = k * I;
     return;
   }
+  const Tension t = tension(s, L - L0);
+  if (s.rope && t.dT == 0.0) return;  // slack rope
   const Vec<D> n = d / L;
   const Mat<D> nn = n * n.transpose();
   const Mat<D> P = I - nn;
-  fa = k * (L - L0) * n;
-  A = k * nn + (k * (L - L0) / L) * P;
+  fa = t.T * n;
+  A = t.dT * nn + (t.T / L) * P;
   if (s.damping > 0) {
-    const double c = s.damping, rate = n.dot(dv);
+    const bool weighted = s.rope && k > 0;
+    const double w = weighted ? t.dT / k : (s.rope ? 0.0 : 1.0);
+    const double dw = weighted ? t.ddT / k : 0.0;
+    const double c = s.damping * w, rate = n.dot(dv);
     fa += c * rate * n;
-    A += (c / L) * (n * dv.transpose() + rate * I) * P;
+    A += (c / L) * (n * dv.transpose() + rate * I) * P + (s.damping * dw * rate) * nn;
     B = c * nn;
   }
 }
@@ -335,14 +373,19 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
       block(c[1], c[0], -W);
     }
   };
+  if (F) element_force_scale_ = 0.0;
   auto add_force = [&](const std::array<Connector, 2>& c, const VecD& fa) {
     if (!F) return;
+    element_force_scale_ = std::max(element_force_scale_, fa.cwiseAbs().maxCoeff());
     if (c[0].type == MASS) F->template segment<D>(D * c[0].nr) += fa;
     if (c[1].type == MASS) F->template segment<D>(D * c[1].nr) -= fa;
   };
 
   for (int i = 0; i < nm; ++i) {
-    if (F) F->template segment<D>(D * i) += mass_[i] * gravity;
+    if (F) {
+      F->template segment<D>(D * i) += mass_[i] * gravity;
+      element_force_scale_ = std::max(element_force_scale_, mass_[i] * gravity.cwiseAbs().maxCoeff());
+    }
     const Connector c{MASS, i, id_};
     block(c, c, cM * mass_[i] * MatD::Identity());
   }
@@ -388,10 +431,11 @@ void System<D>::forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F,
 
 template <int D>
 void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM,
-                                  double cK, double cV, VectorXd& F, VectorXd& g) {
+                                  double cK, double cV, VectorXd& F, VectorXd& g,
+                                  NewtonLinearSolver& target) {
   ensure_pattern();
-  std::fill(lin_.J.valuePtr(), lin_.J.valuePtr() + lin_.J.nonZeros(), 0.0);
-  ValueSink sink{lin_.J.valuePtr(), slots_.data()};
+  std::fill(target.J.valuePtr(), target.J.valuePtr() + target.J.nonZeros(), 0.0);
+  ValueSink sink{target.J.valuePtr(), slots_.data()};
   assemble(kin, lam, cM, cK, cV, &F, &g, sink);
 }
 
@@ -451,6 +495,8 @@ void System<D>::ensure_pattern() {
     length_scale_ = (num_masses() + num_fixes() > 1) ? (hi - lo).norm() : 0.0;
   }
   if (!(length_scale_ > 0)) length_scale_ = 1.0;
+  max_stiffness_ = 0.0;
+  for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
 
   PatternSink pattern;
   const FixPath<D> path = resting_path();
@@ -473,6 +519,7 @@ void System<D>::ensure_pattern() {
   for (double m : mass_) max_mass = std::max(max_mass, m);
   // The constraint block of the scaled Newton matrix has the size of 1/mass.
   const double delta = 1e-8 / std::max(max_mass, 1e-300);
+  if (!constraints_.empty()) consistency_lin_.set_pattern(J, D * num_masses(), delta);
   lin_.set_pattern(std::move(J), D * num_masses(), delta);
   pattern_ready_ = true;
 }
@@ -498,7 +545,7 @@ void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, d
   P_ = J;
   // A factorization costs about as much as a few solves on small systems but dozens on
   // big 2-D/3-D meshes (fill grows faster than n): tolerate more iterations there.
-  stale_after_ = n < 3000 ? 3 : n < 20000 ? 8 : 16;
+  stale_after_ = n < 3000 ? 6 : n < 20000 ? 16 : 32;
   ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
 }
 
@@ -520,7 +567,7 @@ bool NewtonLinearSolver::refactor() {
 
 namespace {
 
-// Preconditioner adaptor for Eigen's BiCGSTAB: applies a factor computed elsewhere.
+// Preconditioner adaptor for Eigen's Krylov solvers: applies a factor computed elsewhere.
 struct FactorPreconditioner {
   using Factor = Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>>;
   const Factor* factor = nullptr;
@@ -539,7 +586,8 @@ struct FactorPreconditioner {
 
 }  // namespace
 
-bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol) {
+bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol,
+                               const VectorXd* lam) {
   const double bnorm = b.norm();
   if (bnorm == 0.0) {
     x.setZero(b.size());
@@ -554,8 +602,11 @@ bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol) {
     // otherwise it starts the Krylov iteration.
     x = ldlt_.solve(b);
     if (good(x)) return true;
-    Eigen::BiCGSTAB<SpMat, FactorPreconditioner> krylov;
+    // GMRES applies the preconditioner once per iteration (BiCGSTAB twice); with a good
+    // factor it needs only a few iterations, so the restart length is never reached.
+    Eigen::GMRES<SpMat, FactorPreconditioner> krylov;
     krylov.preconditioner().factor = &ldlt_;
+    krylov.set_restart(40);
     krylov.compute(J);
     krylov.setTolerance(tol);
     krylov.setMaxIterations(40);
@@ -569,9 +620,17 @@ bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol) {
   }
   if (!have_factor_ && !refactor()) return solve_lu(b, x);  // LDL^T broke down
   // J is singular (redundant rods) or too unsymmetric for the preconditioner: the
-  // regularized solution is still a sound Newton direction (least-squares multipliers).
+  // regularized system is the sound Newton step. Regularizing the new multipliers
+  // (-delta * lam_new, not -delta * correction) keeps their part that no force sees at
+  // zero; otherwise round-off in the constraint rows makes it drift without bound.
   ++regularized_solves;
-  x = ldlt_.solve(b);
+  if (lam && lam->size() > 0) {
+    VectorXd shifted = b;
+    shifted.tail(lam->size()) -= delta * (*lam);
+    x = ldlt_.solve(shifted);
+  } else {
+    x = ldlt_.solve(b);
+  }
   return x.allFinite();
 }
 
@@ -605,8 +664,7 @@ double System<D>::potential_energy() const {
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   for (const Spring& s : springs_) {
     const double L = (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm();
-    if (s.rope && L <= s.length) continue;
-    e += 0.5 * s.stiffness * (L - s.length) * (L - s.length);
+    e += spring_energy(s, L - s.length);
   }
   return e;
 }

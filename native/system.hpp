@@ -13,6 +13,7 @@
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseLU>
 #include <Eigen/IterativeLinearSolvers>
+#include <unsupported/Eigen/IterativeSolvers>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,7 +62,7 @@ struct FixPath {
 // is the LDL^T factor of P = sym(J) with -delta*I in place of the zero constraint block:
 // quasi-definite, so LDL^T needs no pivoting under any fill-reducing ordering, and
 // regular even with redundant rods (e.g. three collinear rigid edges). It is kept across
-// Newton iterations and steps and drives BiCGSTAB against the true J (unsymmetric with
+// Newton iterations and steps and drives GMRES against the true J (unsymmetric with
 // dampers); it is refreshed only when it stops being effective. If J itself is singular,
 // the regularized solution P^-1 b is the Newton direction (least-squares multipliers).
 class NewtonLinearSolver {
@@ -73,8 +74,10 @@ class NewtonLinearSolver {
 
   void set_pattern(SpMat pattern, int first_constraint_row_, double delta_);
   void invalidate_factor() { have_factor_ = false; }
-  // Solves to relative residual `tol`; returns false if no solver succeeded.
-  bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11);
+  // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
+  // current multipliers, when x is a Newton correction) lets the singular case pick the
+  // correction whose new multipliers are smallest instead of letting them drift.
+  bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11, const VectorXd* lam = nullptr);
 
   long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0;
 
@@ -127,6 +130,7 @@ class System {
   // a checkpoint and from its restore follow the same arithmetic: bit-identical runs.
   const State<D>& checkpoint() {
     lin_.invalidate_factor();
+    consistency_lin_.invalidate_factor();
     return state_;
   }
   void set_state(const State<D>& s);
@@ -189,16 +193,24 @@ class System {
   // F and g only.
   void forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F, VectorXd& g) const;
   // F, g and the values of the Newton matrix cM M - cK dF/dq - cV dF/dv (with G, G^T)
-  // written into lin_.J.
+  // written into target.J.
   void forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
-                         double cV, VectorXd& F, VectorXd& g);
+                         double cV, VectorXd& F, VectorXd& g, NewtonLinearSolver& target);
+  // With (nearly) undamped algebraic modes the multipliers of the index-3 form oscillate
+  // step by step and, under the nonlinearity, grow: there the accelerations and
+  // multipliers are re-projected after every step.
+  bool reproject_accelerations() const;
   Kinematics kinematics(const VectorXd& q, const VectorXd& v, const FixPath<D>& path,
                         double t) const;
   FixPath<D> resting_path() const;
 
   void topology_changed();
   void ensure_pattern();
-  void make_consistent(const FixPath<D>& path);
+  // Consistent acceleration and multipliers at (q, v, t).
+  void consistent_acceleration(const VectorXd& q, const VectorXd& v, double t,
+                               const FixPath<D>& path, VectorXd& acc, VectorXd& lam);
+  // Sets acc, lam and the generalized-alpha auxiliary for steps of size h (0: aux = acc).
+  void make_consistent(const FixPath<D>& path, double h);
   bool implicit_step(double h, const FixPath<D>& path, std::string& why);
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
   void advance(double h, const FixPath<D>& path, int depth);
@@ -215,8 +227,13 @@ class System {
   // Newton matrix pattern and the slot of each value the assembler emits, in order.
   bool pattern_ready_ = false;
   std::vector<int> slots_;
-  NewtonLinearSolver lin_;
+  NewtonLinearSolver lin_;              // Newton matrix of the implicit step
+  NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   double length_scale_ = 1.0;
+  // Largest force a single element exerted in the last assembly: the size of the terms
+  // whose sum is the residual, hence of its round-off.
+  mutable double element_force_scale_ = 0.0;
+  double max_stiffness_ = 0.0;
 };
 
 }  // namespace ms
