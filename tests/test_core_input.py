@@ -117,22 +117,23 @@ def test_newton_failure_reports_time_and_cause():
         s.simulate(0.1, 10)
 
 
-def test_stiff_springs_converge_by_halving():
-    """k = 1e7 with a large step: Newton needs help; the step is halved, not abandoned."""
-    s = ms.MassSpringSystem3d()
-    s.gravity = [0, -9.81, 0]
-    prev = s.add(ms.Fix([0, 0, 0]))
-    for i in range(20):
-        cur = s.add(ms.Mass(0.01, [i + 1.0, 0, 0]))
-        s.add(ms.Spring(1.0, 1e7, (prev, cur)))
-        prev = cur
-    s.simulate(1.0, 10)  # omega h ~ 3000
-    assert s.stats["halved_steps"] > 0
-    assert np.isfinite(s.positions).all()
-    nodes = np.vstack([[0, 0, 0], s.positions])
-    stretch = np.linalg.norm(np.diff(nodes, axis=0), axis=1) - 1.0
-    assert np.abs(stretch).max() < 5e-3  # nearly inextensible (1e-3 measured: a whipping chain)
-    assert s.positions[:, 1].mean() < -1.0  # the chain swung down
+@pytest.mark.parametrize("k", [1e5, 1e7])
+def test_stiff_springs_converge(k):
+    """The reference code's Newton fails for k >= 1e5 at any step size. Here a chain of
+    stiff springs (omega h ~ 300 at k = 1e7) converges and agrees with a 10x finer run."""
+    def run(steps):
+        s = ms.MassSpringSystem3d()
+        s.gravity = [0, -9.81, 0]
+        prev = s.add(ms.Fix([0, 0, 0]))
+        for i in range(20):
+            cur = s.add(ms.Mass(0.01, [i + 1.0, 0, 0]))
+            s.add(ms.Spring(1.0, k, (prev, cur)))
+            prev = cur
+        s.simulate(1.0, steps)
+        return s.positions
+    coarse, fine = run(100), run(1000)
+    np.testing.assert_allclose(coarse, fine, atol=1e-3)
+    assert fine[-1, 1] == pytest.approx(-0.5 * 9.81, abs=1e-3)  # the tip falls freely
 
 
 def test_errors_leave_the_system_usable(mss):
