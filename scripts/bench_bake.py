@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Benchmark of the add-on's bake: a 129×129 grid (16 641 vertices), 250 frames.
+
+    python scripts/bench_bake.py                   # needs the bpy module and the core
+    python scripts/bench_bake.py --frames 50 --output PC2
+    blender -b --python-exit-code 1 --python scripts/bench_bake.py -- --frames 50
+
+Prints the time spent writing the bake (the requirement: at most 2 s for 250 frames of
+this grid) and the total bake time per frame (simulation + write). Exit code 1 with
+--check when the write takes longer than the limit.
+
+The add-on is loaded from the repo folder (or used as installed if it already is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ADDON_DIR = REPO / "addon"
+PACKAGE = "mass_spring_baker"
+WRITE_LIMIT_SECONDS = 2.0
+
+
+def load_addon():
+    import bpy
+    for name in list(sys.modules):
+        if name == PACKAGE or name.endswith("." + PACKAGE):
+            if not hasattr(bpy.types.Object, "mass_spring"):
+                sys.modules[name].register()
+            return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, ADDON_DIR / "__init__.py", submodule_search_locations=[str(ADDON_DIR)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = package
+    spec.loader.exec_module(package)
+    package.register()
+    return package
+
+
+def build_grid(bpy, n: int, size: float):
+    """n×n vertices in a horizontal square, quads; the two corners of one side pinned."""
+    import numpy as np
+    i, j = np.meshgrid(np.arange(n), np.arange(n))
+    co = np.stack([i.ravel() * size / (n - 1), j.ravel() * size / (n - 1),
+                   np.zeros(n * n)], axis=1).astype(np.float32)
+    a = (j[:-1, :-1] * n + i[:-1, :-1]).ravel()
+    quads = np.stack([a, a + 1, a + n + 1, a + n], axis=1).astype(np.int32)
+    mesh = bpy.data.meshes.new("BenchGrid")
+    mesh.vertices.add(n * n)
+    mesh.vertices.foreach_set("co", co.ravel())
+    mesh.loops.add(quads.size)
+    mesh.loops.foreach_set("vertex_index", quads.ravel())
+    mesh.polygons.add(len(quads))
+    mesh.polygons.foreach_set("loop_start", np.arange(0, quads.size, 4, dtype=np.int32))
+    mesh.update(calc_edges=True)
+    mesh.validate()
+    obj = bpy.data.objects.new("BenchGrid", mesh)
+    bpy.context.scene.collection.objects.link(obj)
+    obj.location = (0.0, 0.0, 2.0)
+    group = obj.vertex_groups.new(name="Pins")
+    group.add([0, n - 1], 1.0, 'REPLACE')
+    return obj
+
+
+def write_only(bpy, package, scene, obj, args) -> int:
+    """Time the write path of the bake (world → local, shape keys or PC2 + modifier) on a
+    synthetic wave, for when the physics would take too long to wait for."""
+    import numpy as np
+    writers = importlib.import_module(package.__name__ + ".writers")
+    simulation = importlib.import_module(package.__name__ + ".simulation")
+    mesh_arrays = importlib.import_module(package.__name__ + ".mesh_arrays")
+    local = mesh_arrays.vertex_positions(obj.data)
+    matrix = np.array(obj.matrix_world)
+    world0 = simulation.transform_points(matrix, local)
+    frames = np.arange(1, args.frames + 1)
+    t = (frames - 1)[:, None] / 24.0
+    world = np.repeat(world0[None], len(frames), axis=0)
+    world[:, :, 2] += 0.1 * np.sin(2 * np.pi * (t - world0[None, :, 0]))
+    matrices = np.repeat(matrix[None], len(frames), axis=0)
+    begin = time.perf_counter()
+    positions = simulation.world_to_local(world, matrices)
+    if args.output == "PC2":
+        path = bpy.path.abspath("//bench.pc2")
+        writers.write_pc2(path, 1, positions)
+        record = writers.add_mesh_cache(obj, "//bench.pc2", 1)
+    else:
+        record = writers.write_shape_keys(obj, frames, positions)
+    writers.store_record(obj, record)
+    seconds = time.perf_counter() - begin
+    print(f"write:    {seconds:.3f} s for {len(frames)} frames of synthetic motion "
+          f"({seconds / len(frames) * 1000:.2f} ms/frame; limit {WRITE_LIMIT_SECONDS:g} s "
+          f"{'OK' if seconds <= WRITE_LIMIT_SECONDS else 'EXCEEDED'})")
+    scene.frame_set(100 if len(frames) >= 100 else len(frames))
+    shown = np.empty(len(local) * 3, np.float32)
+    obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).data.vertices.foreach_get("co", shown)
+    error = np.abs(shown.reshape(-1, 3) - positions[scene.frame_current - 1]).max()
+    print(f"check:    frame {scene.frame_current} plays back with max error {error:.1e}")
+    return 1 if args.check and seconds > WRITE_LIMIT_SECONDS else 0
+
+
+def main(argv=None) -> int:
+    if argv is None:
+        argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--grid", type=int, default=129, help="vertices per side (129)")
+    parser.add_argument("--frames", type=int, default=250, help="frames to bake (250)")
+    parser.add_argument("--substeps", type=int, default=1, help="integrator steps per frame (1)")
+    parser.add_argument("--stiffness", type=float, default=1000.0, help="N/m per edge (1000)")
+    parser.add_argument("--output", choices=("SHAPE_KEYS", "PC2"), default="SHAPE_KEYS")
+    parser.add_argument("--write-only", action="store_true",
+                        help="skip the physics: time only the writing of synthetic motion")
+    parser.add_argument("--check", action="store_true",
+                        help=f"exit 1 if writing takes more than {WRITE_LIMIT_SECONDS:g} s")
+    args = parser.parse_args(argv)
+
+    import bpy
+    package = load_addon()
+    bake = importlib.import_module(package.__name__ + ".bake")
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    if not hasattr(bpy.types.Object, "mass_spring"):
+        package.register()
+    workdir = tempfile.mkdtemp(prefix="msb_bench_")
+    bpy.ops.wm.save_as_mainfile(filepath=os.path.join(workdir, "bench.blend"))
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, args.frames
+    obj = build_grid(bpy, args.grid, 1.0)
+    settings = obj.mass_spring
+    settings.enabled = True
+    settings.pin_group = "Pins"
+    settings.total_mass = 1.0
+    settings.stiffness = args.stiffness
+    settings.damping = 0.01
+    settings.substeps = args.substeps
+    settings.output = args.output
+
+    print(f"bench_bake: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
+          f"{args.frames} frames, {args.substeps} substep(s), output {args.output}, "
+          f"Blender {bpy.app.version_string}", flush=True)
+    if args.write_only:
+        return write_only(bpy, package, scene, obj, args)
+    begin = time.perf_counter()
+    last = [begin]
+
+    def progress(frame, done, total):
+        now = time.perf_counter()
+        if now - last[0] > 5.0:
+            last[0] = now
+            print(f"  frame {frame}: {done}/{total} simulated, {(now - begin) / max(done, 1) * 1000:.0f} ms/frame",
+                  flush=True)
+
+    result = bake.bake_object(scene, obj, progress=progress)
+    total = time.perf_counter() - begin
+    frames = result.frame_count
+    print(f"simulate: {result.simulate_seconds:.2f} s ({result.simulate_seconds / (frames - 1) * 1000:.1f} ms/frame)")
+    print(f"write:    {result.write_seconds:.3f} s for {frames} frames "
+          f"({result.write_seconds / frames * 1000:.2f} ms/frame; limit {WRITE_LIMIT_SECONDS:g} s "
+          f"{'OK' if result.write_seconds <= WRITE_LIMIT_SECONDS else 'EXCEEDED'})")
+    print(f"total:    {total:.2f} s ({total / frames * 1000:.1f} ms/frame)")
+
+    # Playback cost of the result.
+    t = time.perf_counter()
+    for frame in range(1, min(frames, 50) + 1):
+        scene.frame_set(frame)
+        bpy.context.evaluated_depsgraph_get()
+    print(f"playback: {(time.perf_counter() - t) / min(frames, 50) * 1000:.2f} ms/frame")
+    if args.check and result.write_seconds > WRITE_LIMIT_SECONDS:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,748 @@
+"""Scene builders for the seeds' structures, shared by the demo and the example scenes.
+
+Every structure goes through the path a user takes: a mesh object whose vertices are the
+masses, a vertex group of pinned vertices, boolean edge attributes ``ms_rigid`` (distance
+constraint) and ``ms_rope`` (tension-only link), and the per-object settings
+``obj.mass_spring`` of the add-on (which must be registered before a builder runs).
+
+Blender is Z-up: gravity points along -Z, and the planar structures stand in the XZ plane,
+facing a camera that looks along +Y.
+
+    import scenes
+    chain = scenes.hanging_chain(location=(0, 0, 3))
+    scene = scenes.build_demo_scene()          # several structures, camera, light, ground
+    ...bake...
+    scenes.add_edge_visuals(chain)             # after the bake: tubes and balls for renders
+
+One function per structure; `STRUCTURES` maps their names to them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import bpy
+import numpy as np
+
+PIN_GROUP = "pin"
+MASS_GROUP = "mass"
+VISUALS_MODIFIER = "MS Edge Visuals"
+VISUALS_GROUP = "MS Edge Visuals"
+
+# Colours (linear RGB) shared by the Workbench and Cycles materials.
+COLORS = {
+    "MS Spring": (0.85, 0.55, 0.10),
+    "MS Rod": (0.10, 0.25, 0.65),
+    "MS Rope": (0.55, 0.45, 0.35),
+    "MS Mass": (0.75, 0.08, 0.06),
+    "MS Pin": (0.08, 0.08, 0.08),
+    "MS Ground": (0.80, 0.80, 0.80),
+    "MS Label": (0.03, 0.03, 0.035),
+    "MS Frame": (0.30, 0.30, 0.33),
+}
+
+
+# ----------------------------------------------------------------------------- mesh helpers
+
+def _settings_of(obj):
+    settings = getattr(obj, "mass_spring", None)
+    if settings is None:
+        raise RuntimeError(
+            "obj.mass_spring is missing: register the Mass-Spring Baker add-on before building scenes")
+    return settings
+
+
+def configure(obj, **settings):
+    """Enable the object for bakes and set `obj.mass_spring.<name>` for every keyword."""
+    ms = _settings_of(obj)
+    ms.enabled = True
+    for name, value in settings.items():
+        if not hasattr(ms, name):
+            raise AttributeError(f"obj.mass_spring has no setting {name!r}")
+        setattr(ms, name, value)
+    return obj
+
+
+def make_structure(name: str, vertices, edges, *, rigid=(), rope=(), pins=(),
+                   mass_weights=None, location=(0.0, 0.0, 0.0), collection=None):
+    """Create a mesh object of loose edges: the common part of every builder.
+
+    `vertices` are local coordinates (the object sits at `location`), `edges` pairs of
+    vertex indices. `rigid` and `rope` are sets of edges (as pairs, either order) to mark;
+    `pins` the vertex indices put into the pin group. Edges between two pinned vertices are
+    dropped: they could not move anyway and would only make the system singular.
+    `mass_weights` (per vertex, 0..1) becomes the vertex group "mass".
+    """
+    pins = sorted(set(int(i) for i in pins))
+    pinned = set(pins)
+    seen, kept = set(), []
+    for a, b in edges:
+        a, b = int(a), int(b)
+        key = (min(a, b), max(a, b))
+        if a == b or key in seen or (a in pinned and b in pinned):
+            continue
+        seen.add(key)
+        kept.append(key)
+    rigid = {(min(a, b), max(a, b)) for a, b in rigid}
+    rope = {(min(a, b), max(a, b)) for a, b in rope}
+
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata([tuple(map(float, v)) for v in vertices], kept, [])
+    mesh.update()
+    for attr_name, marked in (("ms_rigid", rigid), ("ms_rope", rope)):
+        if marked:
+            values = np.array([e in marked for e in kept], dtype=bool)
+            attr = mesh.attributes.new(attr_name, "BOOLEAN", "EDGE")
+            attr.data.foreach_set("value", values)
+
+    obj = bpy.data.objects.new(name, mesh)
+    obj.location = location
+    (collection or bpy.context.scene.collection).objects.link(obj)
+    group = obj.vertex_groups.new(name=PIN_GROUP)
+    if pins:
+        group.add(pins, 1.0, "REPLACE")
+    if mass_weights is not None:
+        mgroup = obj.vertex_groups.new(name=MASS_GROUP)
+        for i, w in enumerate(mass_weights):
+            mgroup.add([i], float(w), "REPLACE")
+    return obj
+
+
+def _polar_xz(length, angle_deg, origin=(0.0, 0.0, 0.0)):
+    """Point at `length` from `origin`, `angle_deg` from straight down, in the XZ plane."""
+    a = math.radians(angle_deg)
+    return (origin[0] + length * math.sin(a), origin[1], origin[2] - length * math.cos(a))
+
+
+# ----------------------------------------------------------------------------- structures
+
+def hanging_chain(name="Chain", *, n=10, spacing=0.2, angle=0.0, mass=0.05, stiffness=400.0,
+                  damping=0.0, location=(0.0, 0.0, 3.0), collection=None, **settings):
+    """Masses in a row under a fix, joined by springs (the seeds' first example).
+
+    Vertex 0 is the pinned top at the object origin, vertices 1..n the masses, `spacing`
+    apart (the springs' rest length), in a straight line `angle` degrees from straight down.
+    `mass` is the mass of each vertex (total_mass = mass * (n + 1), spread evenly).
+    """
+    verts = [_polar_xz(i * spacing, angle) for i in range(n + 1)]
+    edges = [(i, i + 1) for i in range(n)]
+    obj = make_structure(name, verts, edges, pins=[0], location=location, collection=collection)
+    return configure(obj, pin_group=PIN_GROUP, total_mass=mass * (n + 1),
+                     stiffness=stiffness, damping=damping, **settings)
+
+
+def bridge(name="Bridge", *, width=13, height=2, spacing=0.25, cross=True, mass=0.05,
+           stiffness=3000.0, damping=0.5, location=(0.0, 0.0, 2.0), collection=None, **settings):
+    """A `width` x `height` lattice with horizontal, vertical and diagonal springs, fixed at
+    both ends (the whole first and last columns are pinned).
+
+    Vertex (i, j) (column i from the left, row j from the top) has index j * width + i.
+    `cross` adds the second diagonal of each cell.
+    """
+    W, H = int(width), int(height)
+    if W < 3 or H < 1:
+        raise ValueError("bridge needs width >= 3 and height >= 1")
+    idx = lambda i, j: j * W + i  # noqa: E731
+    verts = [(i * spacing, 0.0, -j * spacing) for j in range(H) for i in range(W)]
+    edges = []
+    for j in range(H):
+        for i in range(W):
+            if i + 1 < W:
+                edges.append((idx(i, j), idx(i + 1, j)))
+            if j + 1 < H:
+                edges.append((idx(i, j), idx(i, j + 1)))
+            if i + 1 < W and j + 1 < H:
+                edges.append((idx(i, j), idx(i + 1, j + 1)))
+                if cross:
+                    edges.append((idx(i + 1, j), idx(i, j + 1)))
+    pins = [idx(i, j) for j in range(H) for i in (0, W - 1)]
+    obj = make_structure(name, verts, edges, pins=pins, location=location, collection=collection)
+    return configure(obj, pin_group=PIN_GROUP, total_mass=mass * W * H,
+                     stiffness=stiffness, damping=damping, **settings)
+
+
+def rigid_pendulum(name="Pendulum", *, length=1.5, angle=90.0, mass=1.0,
+                   location=(0.0, 0.0, 3.0), collection=None, **settings):
+    """One rigid rod (distance constraint) from a fix at the origin to a mass, released
+    from rest `angle` degrees from straight down."""
+    verts = [(0.0, 0.0, 0.0), _polar_xz(length, angle)]
+    obj = make_structure(name, verts, [(0, 1)], rigid=[(0, 1)], pins=[0],
+                         location=location, collection=collection)
+    return configure(obj, pin_group=PIN_GROUP, total_mass=2.0 * mass, stiffness=0.0, **settings)
+
+
+def double_pendulum(name="Double Pendulum", *, lengths=(0.8, 0.8), angles=(120.0, 150.0),
+                    mass=1.0, location=(0.0, 0.0, 3.0), collection=None, **settings):
+    """Two rods in series from a fix: chaotic motion. Angles from straight down."""
+    p1 = _polar_xz(lengths[0], angles[0])
+    p2 = _polar_xz(lengths[1], angles[1], origin=p1)
+    verts = [(0.0, 0.0, 0.0), p1, p2]
+    edges = [(0, 1), (1, 2)]
+    obj = make_structure(name, verts, edges, rigid=edges, pins=[0],
+                         location=location, collection=collection)
+    return configure(obj, pin_group=PIN_GROUP, total_mass=3.0 * mass, stiffness=0.0, **settings)
+
+
+def spinning_ring(name="Spinning Ring", *, n=16, radius=0.8, spin=6.0, hub=True, mass=0.05,
+                  stiffness=800.0, damping=0.0, location=(0.0, 0.0, 1.8), collection=None,
+                  **settings):
+    """The seeds' "Kreisel": a ring of `n` masses joined by springs, spinning at `spin`
+    rad/s about the Y axis through its centre (the object origin).
+
+    With `hub`, a pinned centre vertex (the last one) holds the ring by spoke springs, like
+    a wheel on an axle; without it the ring flies free (use with use_gravity=False).
+    """
+    verts = [(radius * math.cos(2 * math.pi * i / n), 0.0, radius * math.sin(2 * math.pi * i / n))
+             for i in range(n)]
+    edges = [(i, (i + 1) % n) for i in range(n)]
+    edges += [(i, (i + 2) % n) for i in range(n)]  # second neighbours: the rim resists bending
+    pins = []
+    if hub:
+        verts.append((0.0, 0.0, 0.0))
+        edges += [(i, n) for i in range(n)]
+        pins = [n]
+    obj = make_structure(name, verts, edges, pins=pins, location=location, collection=collection)
+    settings.setdefault("initial_angular_velocity", (0.0, spin, 0.0))
+    return configure(obj, pin_group=PIN_GROUP, total_mass=mass * len(verts),
+                     stiffness=stiffness, damping=damping, **settings)
+
+
+def crane(name="Crane", *, levels=6, level_height=0.45, side=0.4, jib_segments=5,
+          jib_spacing=0.4, jib_height=0.35, rope_segments=4, rope_length=1.2, rope_angle=30.0, mass=0.05,
+          load_mass=1.0, stiffness=20000.0, damping=2.0, location=(0.0, 0.0, 0.0),
+          collection=None, **settings):
+    """A tower crane: a truss of rigid rods (the tower's corner posts and rings, the jib's
+    chords and rungs) braced by stiff diagonal springs, with a load hanging on a rope from
+    the jib tip, released `rope_angle` degrees from vertical so it swings.
+
+    The tower's four base vertices are pinned. Masses are weighted by the vertex group
+    "mass": every vertex weighs `mass`, the load `load_mass`.
+    """
+    a, h = side / 2.0, level_height
+    verts, edges, rigid, rope = [], [], [], []
+
+    def vert(p):
+        verts.append(tuple(p))
+        return len(verts) - 1
+
+    corners = [(-a, -a), (a, -a), (a, a), (-a, a)]
+    tower = [[vert((x, y, k * h)) for (x, y) in corners] for k in range(levels + 1)]
+    for k in range(levels + 1):
+        ring = tower[k]
+        for c in range(4):
+            if k > 0:
+                rigid.append((ring[c], ring[(c + 1) % 4]))                  # ring
+                rigid.append((tower[k - 1][c], ring[c]))                    # corner post
+                edges.append((tower[k - 1][c], ring[(c + 1) % 4]))          # face diagonal
+        if k > 0 and k % 2 == 0:
+            edges.append((ring[0], ring[2]))                                # plan diagonal
+    top = tower[-1]
+    z_top = levels * h
+
+    # Jib: a triangular truss along +X from the tower top: two lower chords (y = -a, +a),
+    # one upper chord (y = 0) above them. The rods of each cross-section triangle and the
+    # chords are rigid, the face diagonals springs (rods alone would fold at every station).
+    jib_lo, jib_hi, jib_up = [top[1]], [top[2]], []
+    for j in range(jib_segments + 1):
+        x = a + j * jib_spacing
+        if j > 0:
+            jib_lo.append(vert((x, -a, z_top)))
+            jib_hi.append(vert((x, a, z_top)))
+            rigid += [(jib_lo[j - 1], jib_lo[j]), (jib_hi[j - 1], jib_hi[j]), (jib_lo[j], jib_hi[j])]
+        jib_up.append(vert((x, 0.0, z_top + jib_height * (1.0 - 0.5 * j / jib_segments))))
+        rigid += [(jib_up[j], jib_lo[j]), (jib_up[j], jib_hi[j])]
+        if j > 0:
+            rigid.append((jib_up[j - 1], jib_up[j]))
+            edges += [(jib_lo[j - 1], jib_hi[j]), (jib_lo[j - 1], jib_up[j]),
+                      (jib_hi[j - 1], jib_up[j])]
+    # Mast above the tower holding the jib up with tie springs.
+    mast = vert((0.0, 0.0, z_top + 0.9))
+    for c in top:
+        rigid.append((c, mast))
+    for j in (0, jib_segments // 2, jib_segments):
+        edges.append((mast, jib_up[j]))
+    # Counter-jib stub on the other side, tied to the mast.
+    back = [vert((-a - 0.5, -a, z_top)), vert((-a - 0.5, a, z_top))]
+    rigid += [(top[0], back[0]), (top[3], back[1]), (back[0], back[1])]
+    edges += [(top[3], back[0]), (mast, back[0]), (mast, back[1])]
+
+    # Rope from a hook ahead of the jib's last rung (not on the rung: three rods in a
+    # straight line would make one constraint redundant and the system singular).
+    tip = vert((a + (jib_segments + 0.5) * jib_spacing, 0.0, z_top))
+    rigid += [(tip, jib_lo[-1]), (tip, jib_hi[-1]), (tip, jib_up[-1])]
+    prev = tip
+    seg = rope_length / rope_segments
+    for r in range(1, rope_segments + 1):
+        p = _polar_xz(r * seg, rope_angle, origin=verts[tip])
+        cur = vert(p)
+        rope.append((prev, cur))
+        prev = cur
+    load = prev
+
+    edges += rigid + rope
+    weights = [mass] * len(verts)
+    weights[load] = load_mass
+    top_weight = max(weights)
+    obj = make_structure(name, verts, edges, rigid=rigid, rope=rope, pins=tower[0],
+                         mass_weights=[w / top_weight for w in weights],
+                         location=location, collection=collection)
+    return configure(obj, pin_group=PIN_GROUP, mass_group=MASS_GROUP, total_mass=sum(weights),
+                     stiffness=stiffness, damping=damping, **settings)
+
+
+INTEGRATORS = ("EXPLICIT_EULER", "SYMPLECTIC_EULER", "RK2", "IMPLICIT_EULER", "NEWMARK",
+               "GENERALIZED_ALPHA")
+INTEGRATOR_LABELS = {
+    "EXPLICIT_EULER": "explicit Euler", "SYMPLECTIC_EULER": "symplectic Euler", "RK2": "RK2",
+    "IMPLICIT_EULER": "implicit Euler", "NEWMARK": "Newmark", "GENERALIZED_ALPHA": "generalized-α",
+}
+
+
+def integrator_comparison(name="Spring", *, length=1.0, amplitude=0.4, mass=1.0,
+                          frequency=1.0, gap=0.6, substeps=10, rho_inf=0.8,
+                          location=(0.0, 0.0, 3.5), labels=True, collection=None, **settings):
+    """Six copies of the same 1-D spring (fix at the left, one mass at its rest length moving
+    right so that it swings out by `amplitude`), one per integrator, stacked `gap` apart
+    downwards, without gravity. Returns the list of objects, in the order of `INTEGRATORS`."""
+    omega = 2.0 * math.pi * frequency
+    k = mass * omega ** 2
+    objs = []
+    for row, integrator in enumerate(INTEGRATORS):
+        loc = (location[0], location[1], location[2] - row * gap)
+        # The rest length is the edge's length in the base mesh, so the spring starts
+        # relaxed and the mass gets the velocity that swings it out by `amplitude`.
+        verts = [(0.0, 0.0, 0.0), (length, 0.0, 0.0)]
+        obj = make_structure(f"{name} {INTEGRATOR_LABELS[integrator]}", verts, [(0, 1)], pins=[0],
+                             location=loc, collection=collection)
+        configure(obj, pin_group=PIN_GROUP, total_mass=2.0 * mass, stiffness=k,
+                  use_gravity=False, integrator=integrator, rho_inf=rho_inf, substeps=substeps,
+                  initial_velocity=(amplitude * omega, 0.0, 0.0), **settings)
+        objs.append(obj)
+        if labels:
+            add_label(INTEGRATOR_LABELS[integrator], (loc[0] - 0.15, loc[1], loc[2] - 0.07),
+                      size=0.2, align="RIGHT", collection=collection)
+    return objs
+
+
+STRUCTURES = {
+    "chain": hanging_chain,
+    "bridge": bridge,
+    "pendulum": rigid_pendulum,
+    "double_pendulum": double_pendulum,
+    "ring": spinning_ring,
+    "crane": crane,
+    "integrators": integrator_comparison,
+}
+
+
+# ----------------------------------------------------------------------------- looks
+
+def material(name, color=None, roughness=0.45, metallic=0.0):
+    """A material that looks the same in Workbench (viewport colour) and Cycles/EEVEE."""
+    mat = bpy.data.materials.get(name)
+    if mat is not None:
+        return mat
+    rgb = color or COLORS.get(name, (0.8, 0.8, 0.8))
+    mat = bpy.data.materials.new(name)
+    mat.diffuse_color = (*rgb, 1.0)       # Workbench, colour type MATERIAL
+    mat.roughness = roughness
+    mat.metallic = metallic
+    if bpy.app.version < (5, 0, 0):
+        mat.use_nodes = True              # always on (and deprecated) from 5.0
+    bsdf = mat.node_tree.nodes.get("Principled BSDF") if mat.node_tree else None
+    if bsdf is not None:
+        bsdf.inputs["Base Color"].default_value = (*rgb, 1.0)
+        bsdf.inputs["Roughness"].default_value = roughness
+        bsdf.inputs["Metallic"].default_value = metallic
+    return mat
+
+
+def _edge_visuals_group():
+    """Geometry Nodes group turning loose edges into tubes and vertices into balls:
+    springs orange, rigid rods blue, ropes thin brown, masses red, pins black."""
+    group = bpy.data.node_groups.get(VISUALS_GROUP)
+    if group is not None:
+        return group
+    group = bpy.data.node_groups.new(VISUALS_GROUP, "GeometryNodeTree")
+    iface = group.interface
+    iface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    iface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    for sock in ("Spring Radius", "Rod Radius", "Rope Radius", "Mass Radius", "Pin Radius"):
+        iface.new_socket(sock, in_out="INPUT", socket_type="NodeSocketFloat")
+    iface.new_socket("Pin Group", in_out="INPUT", socket_type="NodeSocketString")
+    for sock in ("Spring Material", "Rod Material", "Rope Material", "Mass Material", "Pin Material"):
+        iface.new_socket(sock, in_out="INPUT", socket_type="NodeSocketMaterial")
+
+    nodes, links = group.nodes, group.links
+    gin = nodes.new("NodeGroupInput")
+    gout = nodes.new("NodeGroupOutput")
+    join = nodes.new("GeometryNodeJoinGeometry")
+    geo = gin.outputs["Geometry"]
+
+    def named_bool(attr):
+        node = nodes.new("GeometryNodeInputNamedAttribute")
+        node.data_type = "BOOLEAN"
+        node.inputs["Name"].default_value = attr
+        return node.outputs["Attribute"]
+
+    rigid, rope = named_bool("ms_rigid"), named_bool("ms_rope")
+    either = nodes.new("FunctionNodeBooleanMath")
+    either.operation = "OR"
+    links.new(rigid, either.inputs[0])
+    links.new(rope, either.inputs[1])
+    spring = nodes.new("FunctionNodeBooleanMath")
+    spring.operation = "NOT"
+    links.new(either.outputs[0], spring.inputs[0])
+
+    def tubes(selection, radius_socket, material_socket):
+        to_curve = nodes.new("GeometryNodeMeshToCurve")
+        links.new(geo, to_curve.inputs["Mesh"])
+        links.new(selection, to_curve.inputs["Selection"])
+        circle = nodes.new("GeometryNodeCurvePrimitiveCircle")
+        circle.inputs["Resolution"].default_value = 10
+        links.new(gin.outputs[radius_socket], circle.inputs["Radius"])
+        to_mesh = nodes.new("GeometryNodeCurveToMesh")
+        links.new(to_curve.outputs["Curve"], to_mesh.inputs["Curve"])
+        links.new(circle.outputs["Curve"], to_mesh.inputs["Profile Curve"])
+        set_mat = nodes.new("GeometryNodeSetMaterial")
+        links.new(to_mesh.outputs["Mesh"], set_mat.inputs["Geometry"])
+        links.new(gin.outputs[material_socket], set_mat.inputs["Material"])
+        links.new(set_mat.outputs["Geometry"], join.inputs["Geometry"])
+
+    tubes(spring.outputs[0], "Spring Radius", "Spring Material")
+    tubes(rigid, "Rod Radius", "Rod Material")
+    tubes(rope, "Rope Radius", "Rope Material")
+
+    pin_attr = nodes.new("GeometryNodeInputNamedAttribute")
+    pin_attr.data_type = "FLOAT"
+    links.new(gin.outputs["Pin Group"], pin_attr.inputs["Name"])
+    is_pin = nodes.new("FunctionNodeCompare")
+    is_pin.data_type = "FLOAT"
+    is_pin.operation = "GREATER_THAN"
+    links.new(pin_attr.outputs["Attribute"], is_pin.inputs["A"])
+    is_pin.inputs["B"].default_value = 0.5
+    not_pin = nodes.new("FunctionNodeBooleanMath")
+    not_pin.operation = "NOT"
+    links.new(is_pin.outputs["Result"], not_pin.inputs[0])
+
+    def balls(selection, radius_socket, material_socket):
+        points = nodes.new("GeometryNodeMeshToPoints")
+        links.new(geo, points.inputs["Mesh"])
+        links.new(selection, points.inputs["Selection"])
+        sphere = nodes.new("GeometryNodeMeshUVSphere")
+        sphere.inputs["Segments"].default_value = 16
+        sphere.inputs["Rings"].default_value = 8
+        links.new(gin.outputs[radius_socket], sphere.inputs["Radius"])
+        inst = nodes.new("GeometryNodeInstanceOnPoints")
+        links.new(points.outputs["Points"], inst.inputs["Points"])
+        links.new(sphere.outputs["Mesh"], inst.inputs["Instance"])
+        real = nodes.new("GeometryNodeRealizeInstances")
+        links.new(inst.outputs["Instances"], real.inputs["Geometry"])
+        set_mat = nodes.new("GeometryNodeSetMaterial")
+        links.new(real.outputs["Geometry"], set_mat.inputs["Geometry"])
+        links.new(gin.outputs[material_socket], set_mat.inputs["Material"])
+        links.new(set_mat.outputs["Geometry"], join.inputs["Geometry"])
+
+    balls(not_pin.outputs[0], "Mass Radius", "Mass Material")
+    balls(is_pin.outputs["Result"], "Pin Radius", "Pin Material")
+
+    smooth = nodes.new("GeometryNodeSetShadeSmooth")
+    links.new(join.outputs["Geometry"], smooth.inputs["Geometry"])
+    links.new(smooth.outputs["Geometry"], gout.inputs["Geometry"])
+    return group
+
+
+def add_edge_visuals(obj, *, radius=0.02, mass_radius=None, pin_radius=None):
+    """Make the object's edges and vertices visible in renders.
+
+    Adds a Geometry Nodes modifier at the END of the stack, so it draws the mesh after the
+    baked deformation (shape keys come before every modifier; a Mesh Cache modifier stays
+    above it). Idempotent. Returns the modifier.
+    """
+    mod = obj.modifiers.get(VISUALS_MODIFIER)
+    if mod is None:
+        mod = obj.modifiers.new(VISUALS_MODIFIER, "NODES")
+    mod.node_group = _edge_visuals_group()
+    settings = getattr(obj, "mass_spring", None)
+    pin_group = (settings.pin_group if settings is not None else "") or PIN_GROUP
+    values = {
+        "Spring Radius": radius * 0.6, "Rod Radius": radius, "Rope Radius": radius * 0.4,
+        "Mass Radius": mass_radius or radius * 2.5, "Pin Radius": pin_radius or radius * 3.0,
+        "Pin Group": pin_group,
+        "Spring Material": material("MS Spring"), "Rod Material": material("MS Rod", metallic=0.3),
+        "Rope Material": material("MS Rope"), "Mass Material": material("MS Mass"),
+        "Pin Material": material("MS Pin"),
+    }
+    for item in mod.node_group.interface.items_tree:
+        if getattr(item, "in_out", None) == "INPUT" and item.name in values:
+            _set_modifier_input(mod, item.identifier, values[item.name])
+    # Keep deformers (Mesh Cache, Armature...) above the visuals.
+    index = list(obj.modifiers).index(mod)
+    if index != len(obj.modifiers) - 1:
+        _move_modifier(obj, mod, len(obj.modifiers) - 1)
+    obj.update_tag()
+    return mod
+
+
+def _set_modifier_input(mod, identifier, value):
+    """Set a Geometry Nodes modifier input: an RNA struct from Blender 5.2, an ID property
+    of the modifier before."""
+    interface = getattr(mod, "properties", None)
+    inputs = getattr(interface, "inputs", None)
+    if inputs is not None and hasattr(inputs, identifier):
+        getattr(inputs, identifier).value = value
+    else:
+        mod[identifier] = value
+
+
+def _move_modifier(obj, mod, to_index):
+    from_index = list(obj.modifiers).index(mod)
+    if hasattr(obj.modifiers, "move"):                     # Blender 4.3+
+        obj.modifiers.move(from_index, to_index)
+    else:
+        with bpy.context.temp_override(object=obj, active_object=obj):
+            bpy.ops.object.modifier_move_to_index(modifier=mod.name, index=to_index)
+
+
+def add_label(text, location, *, size=0.25, align="LEFT", collection=None):
+    """A flat text object in the XZ plane, facing a camera that looks along +Y."""
+    curve = bpy.data.curves.new(f"Label {text}", "FONT")
+    curve.body = text
+    curve.size = size
+    curve.align_x = align
+    obj = bpy.data.objects.new(f"Label {text}", curve)
+    obj.location = location
+    obj.rotation_euler = (math.pi / 2, 0.0, 0.0)
+    obj.data.materials.append(material("MS Label"))
+    (collection or bpy.context.scene.collection).objects.link(obj)
+    return obj
+
+
+def add_stage(scene, *, center=(0.0, 0.0, 1.6), width=12.0, height=4.5, ground_z=0.0,
+              lens=50.0, resolution=(1600, 800), wall_distance=2.5):
+    """Camera looking along +Y at `center`, framing `width` (and about `height`); a sun; a
+    floor that bends up into a backdrop `wall_distance` behind the structures; Workbench
+    settings that read well (Cycles ready too). Returns the camera."""
+    cx, cy, cz = center
+    cam_data = bpy.data.cameras.new("Camera")
+    cam_data.lens = lens
+    cam_data.sensor_fit = "AUTO"
+    aspect = resolution[0] / resolution[1]
+    # Fit the wider of width and height*aspect into the horizontal field of view.
+    half_fov = math.atan(cam_data.sensor_width / (2 * lens))
+    dist = 0.5 * max(width, height * aspect) / math.tan(half_fov)
+    tilt = math.radians(3.0)
+    cam = bpy.data.objects.new("Camera", cam_data)
+    cam.location = (cx, cy - dist * math.cos(tilt), cz + dist * math.sin(tilt))
+    cam.rotation_euler = (math.pi / 2 - tilt, 0.0, 0.0)
+    scene.collection.objects.link(cam)
+    scene.camera = cam
+
+    # Floor from behind the camera, bending up into a back wall: no horizon line.
+    bend, wall = 2.5, dist * 0.6
+    profile = [(cam.location[1] - 5.0, ground_z)]
+    for k in range(13):
+        t = k / 12 * math.pi / 2
+        profile.append((cy + wall_distance + bend * math.sin(t), ground_z + bend * (1 - math.cos(t))))
+    profile.append((cy + wall_distance + bend, ground_z + bend + wall))
+    half = max(width, height * aspect) * 1.5
+    verts, faces = [], []
+    for (y, z) in profile:
+        verts += [(cx - half, y, z), (cx + half, y, z)]
+    for k in range(len(profile) - 1):
+        a = 2 * k
+        faces.append((a, a + 1, a + 3, a + 2))
+    mesh = bpy.data.meshes.new("Backdrop")
+    mesh.from_pydata(verts, [], faces)
+    mesh.update()
+    for poly in mesh.polygons:
+        poly.use_smooth = True
+    ground = bpy.data.objects.new("Backdrop", mesh)
+    ground.data.materials.append(material("MS Ground", roughness=0.8))
+    scene.collection.objects.link(ground)
+
+    sun_data = bpy.data.lights.new("Sun", "SUN")
+    sun_data.energy = 3.0
+    sun_data.angle = math.radians(8.0)
+    sun = bpy.data.objects.new("Sun", sun_data)
+    sun.rotation_euler = (math.radians(40), math.radians(0), math.radians(-25))
+    scene.collection.objects.link(sun)
+
+    world = scene.world or bpy.data.worlds.new("World")
+    scene.world = world
+    world.color = (0.9, 0.92, 0.95)
+    set_render_defaults(scene, resolution=resolution)
+    return cam
+
+
+def set_render_defaults(scene, *, engine="BLENDER_WORKBENCH", resolution=(1600, 800), samples=32):
+    """Render settings for headless previews: Workbench with studio light, shadows and
+    cavity; Cycles on the CPU with few samples when `engine` is "CYCLES"."""
+    render = scene.render
+    render.resolution_x, render.resolution_y = resolution
+    render.resolution_percentage = 100
+    render.film_transparent = False
+    render.engine = engine
+    shading = scene.display.shading
+    shading.light = "STUDIO"
+    try:
+        shading.studio_light = "paint.sl"  # bright and even; bundled with every Blender
+    except TypeError:
+        pass
+    shading.color_type = "MATERIAL"
+    shading.show_shadows = False  # costly on a software GL and darkens the whole picture
+    shading.show_cavity = True
+    shading.cavity_type = "WORLD"
+    shading.show_specular_highlight = True
+    scene.display.shadow_focus = 0.9
+    scene.display.shadow_shift = 0.1
+    # Light from the front left and above: shadows fall onto the floor and the backdrop.
+    scene.display.light_direction = (-0.45, -0.6, 0.66)
+    scene.display.render_aa = "16"
+    if engine == "CYCLES":
+        cycles = scene.cycles
+        cycles.device = "CPU"
+        cycles.samples = samples
+        cycles.preview_samples = samples
+        cycles.use_denoising = True
+        cycles.use_adaptive_sampling = True
+        if scene.world is not None:
+            _cycles_world(scene.world)
+        if not any(o.type == "LIGHT" for o in scene.objects):
+            pass
+    view = scene.view_settings
+    try:
+        view.view_transform = "Standard" if engine == "BLENDER_WORKBENCH" else "AgX"
+    except TypeError:
+        pass
+
+
+def _cycles_world(world):
+    """A soft bright sky for Cycles (the Workbench uses `world.color` directly)."""
+    if bpy.app.version < (5, 0, 0):
+        world.use_nodes = True
+    tree = world.node_tree
+    if tree is None:
+        return
+    bg = tree.nodes.get("Background")
+    if bg is None:
+        bg = tree.nodes.new("ShaderNodeBackground")
+        out = tree.nodes.get("World Output") or tree.nodes.new("ShaderNodeOutputWorld")
+        tree.links.new(bg.outputs["Background"], out.inputs["Surface"])
+    bg.inputs["Color"].default_value = (*world.color, 1.0)
+    bg.inputs["Strength"].default_value = 0.6
+
+
+# ----------------------------------------------------------------------------- the demo
+
+DEMO_FRAMES = (1, 120)
+DEMO_RENDER_FRAME = 12
+DEMO_RESOLUTION = (1920, 800)
+
+
+def add_box(name, lo, hi, *, material_name="MS Frame", collection=None):
+    """A static box from corner `lo` to corner `hi` (world space): posts, beams, pillars."""
+    (x0, y0, z0), (x1, y1, z1) = lo, hi
+    verts = [(x, y, z) for z in (z0, z1) for y in (y0, y1) for x in (x0, x1)]
+    faces = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(verts, [], faces)
+    mesh.update()
+    mesh.materials.append(material(material_name, COLORS.get(material_name, (0.3, 0.3, 0.32)),
+                                   roughness=0.7))
+    obj = bpy.data.objects.new(name, mesh)
+    (collection or bpy.context.scene.collection).objects.link(obj)
+    return obj
+
+
+def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_FRAMES[1],
+                     substeps=10, clear=True):
+    """Several of the seeds' structures side by side, with camera, light and backdrop.
+
+    Left to right: a hanging chain, a rigid pendulum and a double pendulum under one beam;
+    a bridge lattice between two pillars; a spinning ring on a hub; a tower crane with a
+    load on a rope. Returns the scene. The structures are enabled for baking; the tubes and
+    balls that make their edges visible are added by `finish_demo_scene` after the bake.
+    """
+    scene = scene or bpy.context.scene
+    if clear:
+        clear_scene(scene)
+    scene.frame_start, scene.frame_end = frame_start, frame_end
+    scene.frame_current = min(max(DEMO_RENDER_FRAME, frame_start), frame_end)
+    scene.render.fps = 24
+    common = dict(substeps=substeps)
+    beam_z = 4.0
+    label_z, label_y = 0.06, -1.0
+
+    def label(text, x):
+        add_label(text, (x, label_y, label_z), size=0.34, align="CENTER")
+
+    # Chain, pendulum and double pendulum hang from one beam, just behind them (so that
+    # the double pendulum swinging over the top passes in front of it).
+    add_box("Beam", (-2.4, 0.06, beam_z - 0.07), (9.0, 0.2, beam_z + 0.07))
+    for x in (-2.4, 8.86):
+        add_box("Post", (x, 0.06, 0.0), (x + 0.14, 0.2, beam_z))
+    hanging_chain(location=(0.0, 0.0, beam_z), n=14, spacing=0.2, angle=40.0,
+                  stiffness=600.0, damping=0.05, **common)
+    label("chain", 0.0)
+    rigid_pendulum(location=(3.4, 0.0, beam_z), length=1.8, angle=75.0, **common)
+    label("pendulum", 3.4)
+    double_pendulum(location=(6.6, 0.0, beam_z), lengths=(1.0, 1.0), angles=(100.0, 130.0),
+                    **common)
+    label("double pendulum", 6.6)
+
+    # A bridge lattice between two pillars.
+    bx, bw, bz, cols = 9.9, 3.5, 2.6, 15
+    bridge(location=(bx, 0.0, bz), width=cols, height=2, spacing=bw / (cols - 1),
+           stiffness=2500.0, damping=0.5, **common)
+    for x in (bx - 0.2, bx + bw - 0.1):
+        add_box("Pillar", (x, -0.3, 0.0), (x + 0.3, 0.3, bz - bw / (cols - 1) - 0.04))
+    label("bridge", bx + bw / 2)
+
+    # A spinning ring on a hub.
+    rx, rz = 15.2, 2.3
+    spinning_ring(location=(rx, 0.0, rz), radius=0.9, spin=6.0, **common)
+    add_box("Stand", (rx - 0.06, 0.1, 0.0), (rx + 0.06, 0.22, rz))
+    label("spinning ring", rx)
+
+    # A tower crane with a load on a rope.
+    cx = 17.6
+    crane(location=(cx, 0.0, 0.0), levels=8, damping=5.0, **common)
+    add_box("Footing", (cx - 0.45, -0.45, -0.02), (cx + 0.45, 0.45, 0.03))
+    label("crane", cx + 1.1)
+
+    add_label("Mass–Spring Baker", (9.2, 0.3, 6.15), size=0.8, align="CENTER")
+    add_label("masses · springs · rigid rods · ropes — generalized-α, baked into shape keys",
+              (9.2, 0.3, 5.5), size=0.3, align="CENTER")
+    add_stage(scene, center=(9.2, 0.0, 2.5), width=24.0, height=8.0,
+              resolution=DEMO_RESOLUTION)
+    return scene
+
+
+def clear_scene(scene):
+    """Remove every object of the scene and the data nothing uses any more.
+
+    (Not `read_factory_settings`: that would also reset the preferences and disable an
+    installed add-on.)"""
+    objects = list(scene.objects)
+    data = [o.data for o in objects if o.data is not None]
+    bpy.data.batch_remove(objects)
+    bpy.data.batch_remove([d for d in data if d.users == 0])
+    if hasattr(bpy.data, "orphans_purge"):
+        bpy.data.orphans_purge(do_recursive=True)
+
+
+def finish_demo_scene(scene):
+    """After the bake: tubes and balls on every structure so the render shows them."""
+    for obj in scene.objects:
+        settings = getattr(obj, "mass_spring", None)
+        if obj.type == "MESH" and settings is not None and settings.enabled:
+            add_edge_visuals(obj, radius=0.026)
+    return scene
+
+
+def structure_objects(scene) -> list:
+    """Every mesh object of the scene that has the mass-spring settings enabled."""
+    return [o for o in scene.objects
+            if o.type == "MESH" and getattr(o, "mass_spring", None) is not None and o.mass_spring.enabled]

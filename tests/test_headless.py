@@ -1,0 +1,325 @@
+"""The headless command (scripts/bake.py) end to end, in fresh processes.
+
+Each test runs Blender (the ``bpy`` module) in a subprocess, as a render farm would: build
+a small scene, bake it with ``python scripts/bake.py``, reopen the result in another fresh
+process *without* the add-on and read the evaluated vertex positions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("bpy")
+
+REPO = Path(__file__).resolve().parent.parent
+BAKE = REPO / "scripts" / "bake.py"
+TIMEOUT = 600
+
+pytestmark = pytest.mark.blender
+
+
+def run_python(code: str, *args: str, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter (the same venv, so the same bpy)."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def run_bake(*args: str, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BAKE), "--addon", "repo", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def last_json(stdout: str):
+    """Blender prints its own lines to stdout: the result is the last line starting with {."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON in output:\n{stdout}")
+
+
+def one_error_line(stderr: str) -> str:
+    """The failure is reported as one line starting with 'bake.py: error:'; no traceback."""
+    assert "Traceback" not in stderr, stderr
+    lines = [l for l in stderr.splitlines() if l.startswith("bake.py: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# A scene with a small chain (built by scripts/scenes.py through the repo's add-on), a
+# camera and an empty, saved to argv[1]. Prints the chain's rest positions (world space).
+MAKE_SCENE = """
+    import json, sys
+    sys.path.insert(0, "scripts")
+    import bake, bpy
+    bake.load_addon("repo")
+    import scenes
+    scene = bpy.context.scene
+    scenes.clear_scene(scene)
+    scene.frame_start, scene.frame_end = 1, 24
+    chain = scenes.hanging_chain(n=4, spacing=0.25, angle=60.0, stiffness=200.0,
+                                 location=(0.0, 0.0, 2.0), substeps=4)
+    cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+    scene.collection.objects.link(cam)
+    empty = bpy.data.objects.new("Empty", None)
+    scene.collection.objects.link(empty)
+    bpy.ops.wm.save_as_mainfile(filepath=sys.argv[1])
+    world = [list(chain.matrix_world @ v.co) for v in chain.data.vertices]
+    print(json.dumps({"rest": world}))
+"""
+
+# Open argv[1] WITHOUT registering the add-on, print world positions of argv[2] per frame.
+READ_POSITIONS = """
+    import json, sys
+    import bpy
+    bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+    assert not hasattr(bpy.types.Object, "mass_spring"), "the add-on must not be loaded here"
+    scene = bpy.context.scene
+    obj = bpy.data.objects[sys.argv[2]]
+    out = {"frames": {}, "shape_keys": 0, "modifiers": [m.type for m in obj.modifiers]}
+    if obj.data.shape_keys is not None:
+        out["shape_keys"] = len(obj.data.shape_keys.key_blocks)
+    for frame in map(int, sys.argv[3].split(",")):
+        scene.frame_set(frame)
+        dg = bpy.context.evaluated_depsgraph_get()
+        ev = obj.evaluated_get(dg)
+        mesh = ev.to_mesh()
+        out["frames"][frame] = [list(ev.matrix_world @ v.co) for v in mesh.vertices]
+        ev.to_mesh_clear()
+    print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def small_scene(tmp_path_factory):
+    path = tmp_path_factory.mktemp("scene") / "small.blend"
+    proc = run_python(MAKE_SCENE, str(path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return path, last_json(proc.stdout)["rest"]
+
+
+def read_positions(blend: Path, obj: str, frames) -> dict:
+    proc = run_python(READ_POSITIONS, str(blend), obj, ",".join(map(str, frames)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return last_json(proc.stdout)
+
+
+def _max_abs_diff(a, b) -> float:
+    return max(abs(x - y) for p, q in zip(a, b) for x, y in zip(p, q))
+
+
+# ----------------------------------------------------------------------------- bake
+
+def test_headless_bake_small_scene(small_scene, tmp_path):
+    scene_path, rest = small_scene
+    out = tmp_path / "baked.blend"
+    proc = run_bake(scene_path, "--output", out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.is_file()
+    # Progress: frame, simulated steps per second, time left.
+    assert "steps/s" in proc.stderr and "left" in proc.stderr and "frame" in proc.stderr
+
+    data = read_positions(out, "Chain", [1, 6, 12, 24])
+    frames = {int(k): v for k, v in data["frames"].items()}
+    # The first frame is the mesh as modelled; later frames moved; the pin stays put.
+    assert _max_abs_diff(frames[1], rest) < 1e-5
+    assert _max_abs_diff(frames[12], rest) > 0.05
+    for f in (6, 12, 24):
+        assert _max_abs_diff([frames[f][0]], [rest[0]]) < 1e-5
+    # Released 60 degrees from vertical, the chain swings down: the tip ends lower.
+    assert frames[12][-1][2] < rest[-1][2] - 0.05
+    # The input file is untouched by the bake.
+    untouched = read_positions(scene_path, "Chain", [12])
+    assert _max_abs_diff(untouched["frames"]["12"], rest) < 1e-6
+
+
+def test_headless_bake_overrides_and_pc2(small_scene, tmp_path):
+    scene_path, rest = small_scene
+    out = tmp_path / "pc2" / "baked.blend"
+    proc = run_bake(scene_path, "--output", out, "--objects", "Chain", "--mode", "pc2",
+                    "--frame-start", "1", "--frame-end", "12", "--integrator", "implicit_euler",
+                    "--substeps", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "frames 1..12, implicit_euler, 3 substeps" in proc.stderr
+    assert list(out.parent.glob("*.pc2")), f"no PC2 file beside the .blend: {list(out.parent.iterdir())}"
+    data = read_positions(out, "Chain", [1, 12])
+    assert "MESH_CACHE" in data["modifiers"]
+    assert _max_abs_diff(data["frames"]["1"], rest) < 1e-5
+    assert _max_abs_diff(data["frames"]["12"], rest) > 0.05
+
+
+# ----------------------------------------------------------------------------- failures
+
+def test_missing_file_fails_with_one_line(tmp_path):
+    proc = run_bake(tmp_path / "missing.blend", "--output", tmp_path / "x.blend")
+    assert proc.returncode != 0
+    line = one_error_line(proc.stderr)
+    assert "not found" in line and "missing.blend" in line
+    assert not (tmp_path / "x.blend").exists()
+
+
+def test_not_a_mesh_fails_with_one_line(small_scene, tmp_path):
+    scene_path, _ = small_scene
+    proc = run_bake(scene_path, "--objects", "Camera", "--output", tmp_path / "x.blend")
+    assert proc.returncode != 0
+    line = one_error_line(proc.stderr)
+    assert "'Camera'" in line and "not a mesh" in line
+    assert not (tmp_path / "x.blend").exists()
+
+
+def test_no_such_object_fails_with_one_line(small_scene, tmp_path):
+    scene_path, _ = small_scene
+    proc = run_bake(scene_path, "--objects", "Nope", "--output", tmp_path / "x.blend")
+    assert proc.returncode != 0
+    line = one_error_line(proc.stderr)
+    assert "no such object" in line and "'Nope'" in line
+
+
+def test_diverging_bake_names_the_frame(small_scene, tmp_path):
+    """Explicit Euler on a stiff chain with one step per frame blows up."""
+    scene_path, _ = small_scene
+    out = tmp_path / "x.blend"
+    proc = run_bake(scene_path, "--integrator", "explicit_euler", "--substeps", "1",
+                    "--output", out)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    line = one_error_line(proc.stderr)
+    assert "'Chain'" in line and "frame" in line
+    assert not out.exists()
+
+
+def test_help_exits_zero():
+    proc = subprocess.run([sys.executable, str(BAKE), "--help"], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert proc.returncode == 0
+    for option in ("--objects", "--frame-start", "--frame-end", "--output", "--mode",
+                   "--integrator", "--rho-inf", "--substeps", "--render", "--video"):
+        assert option in proc.stdout
+
+
+# ----------------------------------------------------------------------------- arguments
+
+def test_arguments_inside_blender_come_after_double_dash():
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import bake
+    finally:
+        sys.path.pop(0)
+    blender = ["blender", "--background", "scene.blend", "--python-exit-code", "1",
+               "--python", "scripts/bake.py", "--", "--objects", "Chain", "--frame-end", "10"]
+    assert bake.script_argv(blender) == ["--objects", "Chain", "--frame-end", "10"]
+    assert bake.blend_given_to_blender(blender) == "scene.blend"
+    assert bake.script_argv(["blender", "-b", "--python", "scripts/bake.py"]) == []
+    module = ["scripts/bake.py", "in.blend", "--output", "o.blend"]
+    assert bake.script_argv(module) == ["in.blend", "--output", "o.blend"]
+    assert bake.blend_given_to_blender(module) is None
+    args = bake.parse_args(["in.blend", "--objects", "A,B", "--objects", "C",
+                            "--integrator", "NEWMARK", "--resolution", "320x200"])
+    assert args.objects == ["A", "B", "C"]
+    assert args.integrator == "newmark" and args.resolution == (320, 200)
+
+
+# ----------------------------------------------------------------------------- builders
+
+CHECK_BUILDERS = """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, "scripts")
+    import bake, bpy
+    bake_module = bake.load_addon("repo")
+    import scenes
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 4
+    report = {}
+    for name, builder in scenes.STRUCTURES.items():
+        scenes.clear_scene(scene)
+        made = builder()
+        objects = made if isinstance(made, list) else [made]
+        for obj in objects:
+            mesh = obj.data
+            pins = obj.vertex_groups.get(obj.mass_spring.pin_group)
+            pinned = np.zeros(len(mesh.vertices), bool)
+            for v in mesh.vertices:
+                for g in v.groups:
+                    if pins is not None and g.group == pins.index and g.weight > 0.5:
+                        pinned[v.index] = True
+            edges = np.array([tuple(e.vertices) for e in mesh.edges])
+            rigid = np.zeros(len(edges), bool)
+            if "ms_rigid" in mesh.attributes:
+                a = mesh.attributes["ms_rigid"]
+                assert (a.domain, a.data_type) == ("EDGE", "BOOLEAN")
+                a.data.foreach_get("value", rigid)
+            co = np.array([v.co[:] for v in mesh.vertices])
+            free = {int(v): i for i, v in enumerate(np.flatnonzero(~pinned))}
+            rows = []
+            for (a, b) in edges[rigid]:
+                n = (co[b] - co[a]) / np.linalg.norm(co[b] - co[a])
+                row = np.zeros(3 * len(free))
+                for v, s in ((a, -1), (b, 1)):
+                    if int(v) in free:
+                        row[3 * free[int(v)]:3 * free[int(v)] + 3] = s * n
+                rows.append(row)
+            rank = int(np.linalg.matrix_rank(np.array(rows))) if rows else 0
+            result = bake_module.bake_object(scene, obj)
+            report[obj.name] = {
+                "enabled": obj.mass_spring.enabled, "pins": int(pinned.sum()),
+                "both_pinned": int((pinned[edges[:, 0]] & pinned[edges[:, 1]]).sum()),
+                "rods": len(rows), "rank": rank,
+                "moved": float(np.abs(result.positions[-1] - result.positions[0]).max()),
+            }
+    print(json.dumps(report))
+"""
+
+
+def test_scene_builders_make_valid_structures():
+    """Every builder of scripts/scenes.py makes a mesh the add-on bakes: pinned, enabled,
+    no edge between two pins, rigid edges independent (a redundant rod makes the system
+    singular), and it moves."""
+    proc = run_python(CHECK_BUILDERS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = last_json(proc.stdout)
+    assert len(report) >= 12, report  # 6 single structures + 6 integrator copies
+    for name, r in report.items():
+        assert r["enabled"] and r["pins"] >= 1 and r["both_pinned"] == 0, (name, r)
+        assert r["rank"] == r["rods"], (name, r)
+        assert r["moved"] > 1e-4, (name, r)
+
+
+# ----------------------------------------------------------------------------- demo
+
+def test_demo_on_a_short_frame_range(tmp_path):
+    """The demo command's path: build the demo scene, bake a few frames, save, render."""
+    out, png = tmp_path / "demo.blend", tmp_path / "demo.png"
+    proc = run_bake("--frame-end", "6", "--output", out, "--render", png,
+                    "--render-frame", "6", "--resolution", "320x160")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.is_file() and png.is_file() and png.stat().st_size > 1000
+    code = """
+        import json, sys, bpy
+        bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+        names = [o.name for o in bpy.context.scene.objects
+                 if o.type == "MESH" and o.data.shape_keys is not None]
+        print(json.dumps({"baked": names, "camera": bpy.context.scene.camera is not None}))
+    """
+    proc = run_python(code, str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = last_json(proc.stdout)
+    assert data["camera"]
+    for name in ("Chain", "Pendulum", "Double Pendulum", "Bridge", "Spinning Ring", "Crane"):
+        assert name in data["baked"], data
+
+
+@pytest.mark.slow
+def test_demo_full_with_video(tmp_path):
+    """The demo as scripts/demo.sh runs it (full-size still), plus a short video."""
+    out, png, video = tmp_path / "demo.blend", tmp_path / "demo.png", tmp_path / "demo.mp4"
+    proc = run_bake("--output", out, "--render", png, "--video", video, "--video-scale", "20",
+                    "--frame-end", "48", timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert out.is_file() and png.is_file()
+    assert video.is_file() and video.stat().st_size > 10_000
