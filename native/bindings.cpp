@@ -484,6 +484,8 @@ void bind_system(py::module_& m, const std::string& name) {
                                d["krylov_iterations"] = s.linear_solver().krylov_iterations;
                                d["lu_fallbacks"] = s.linear_solver().lu_fallbacks;
                                d["regularized_solves"] = s.linear_solver().regularized_solves;
+                               d["factor_seconds"] = s.linear_solver().factor_seconds;
+                               d["solve_seconds"] = s.linear_solver().solve_seconds;
                                return d;
                              })
       .def_property_readonly("num_unknowns", &S::num_unknowns)

@@ -134,12 +134,13 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   const double t1 = s.time + h;
   // Convergence is measured in two units. Positions: every constraint and the position
   // correction a force residual implies (bq R / m) within newton_tol * length scale.
-  // Accelerations: R / m within newton_tol * a_ref, so that force errors do not pile
-  // up in the velocities over many small steps. Round-off bounds both from below.
+  // Accelerations: R / m within 1000 newton_tol * a_ref (1e-7 of the largest
+  // acceleration by default), so that force errors do not pile up in the velocities over
+  // many small steps. Round-off bounds both from below.
   const double pos_tol = newton_tol * length_scale_;
   const double a_ref = std::max({gravity.norm(), s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0,
                                  1e-3 * length_scale_});
-  const double acc_tol = newton_tol * std::min(a_ref, length_scale_ / step.bq);
+  const double acc_tol = 1e3 * newton_tol * std::min(a_ref, length_scale_ / step.bq);
   const int nc = static_cast<int>(constraints_.size());
   VectorXd acc = s.acc, lam = s.lam;
   VectorXd q1, v1, F, g, R(num_unknowns()), delta;

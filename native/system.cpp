@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -545,7 +546,7 @@ void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, d
   P_ = J;
   // A factorization costs about as much as a few solves on small systems but dozens on
   // big 2-D/3-D meshes (fill grows faster than n): tolerate more iterations there.
-  stale_after_ = n < 3000 ? 6 : n < 20000 ? 16 : 32;
+  stale_after_ = n < 3000 ? 3 : n < 20000 ? 8 : 16;
   ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
 }
 
@@ -559,7 +560,9 @@ bool NewtonLinearSolver::refactor() {
     ldlt_.analyzePattern(P_);
     ldlt_analyzed_ = true;
   }
+  const auto start = std::chrono::steady_clock::now();
   ldlt_.factorize(P_);
+  factor_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++factorizations;
   have_factor_ = ldlt_.info() == Eigen::Success;
   return have_factor_;
@@ -567,7 +570,7 @@ bool NewtonLinearSolver::refactor() {
 
 namespace {
 
-// Preconditioner adaptor for Eigen's Krylov solvers: applies a factor computed elsewhere.
+// Preconditioner adaptor for Eigen's BiCGSTAB: applies a factor computed elsewhere.
 struct FactorPreconditioner {
   using Factor = Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>>;
   const Factor* factor = nullptr;
@@ -588,6 +591,16 @@ struct FactorPreconditioner {
 
 bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol,
                                const VectorXd* lam) {
+  const auto start = std::chrono::steady_clock::now();
+  const double factor_before = factor_seconds;
+  const bool ok = solve_impl(b, x, tol, lam);
+  solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+                   (factor_seconds - factor_before);
+  return ok;
+}
+
+bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
+                                    const VectorXd* lam) {
   const double bnorm = b.norm();
   if (bnorm == 0.0) {
     x.setZero(b.size());
@@ -602,11 +615,8 @@ bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol,
     // otherwise it starts the Krylov iteration.
     x = ldlt_.solve(b);
     if (good(x)) return true;
-    // GMRES applies the preconditioner once per iteration (BiCGSTAB twice); with a good
-    // factor it needs only a few iterations, so the restart length is never reached.
-    Eigen::GMRES<SpMat, FactorPreconditioner> krylov;
+    Eigen::BiCGSTAB<SpMat, FactorPreconditioner> krylov;
     krylov.preconditioner().factor = &ldlt_;
-    krylov.set_restart(40);
     krylov.compute(J);
     krylov.setTolerance(tol);
     krylov.setMaxIterations(40);

@@ -13,7 +13,6 @@
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseLU>
 #include <Eigen/IterativeLinearSolvers>
-#include <unsupported/Eigen/IterativeSolvers>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,7 +61,7 @@ struct FixPath {
 // is the LDL^T factor of P = sym(J) with -delta*I in place of the zero constraint block:
 // quasi-definite, so LDL^T needs no pivoting under any fill-reducing ordering, and
 // regular even with redundant rods (e.g. three collinear rigid edges). It is kept across
-// Newton iterations and steps and drives GMRES against the true J (unsymmetric with
+// Newton iterations and steps and drives BiCGSTAB against the true J (unsymmetric with
 // dampers); it is refreshed only when it stops being effective. If J itself is singular,
 // the regularized solution P^-1 b is the Newton direction (least-squares multipliers).
 class NewtonLinearSolver {
@@ -80,9 +79,11 @@ class NewtonLinearSolver {
   bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11, const VectorXd* lam = nullptr);
 
   long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0;
+  double factor_seconds = 0, solve_seconds = 0;  // wall clock, for benchmarks only
 
  private:
   bool refactor();
+  bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;
   int stale_after_ = 3;  // Krylov iterations that mark the factor stale (grows with size)

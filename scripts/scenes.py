@@ -300,7 +300,7 @@ INTEGRATOR_LABELS = {
 
 
 def integrator_comparison(name="Spring", *, length=1.0, amplitude=0.4, mass=1.0,
-                          frequency=1.0, gap=0.6, substeps=10, rho_inf=0.8,
+                          frequency=1.0, gap=0.6, substeps=10, rho_inf=0.8, damping=0.0,
                           location=(0.0, 0.0, 3.5), labels=True, collection=None, **settings):
     """Six copies of the same 1-D spring (fix at the left, one mass at its rest length moving
     right so that it swings out by `amplitude`), one per integrator, stacked `gap` apart
@@ -315,7 +315,8 @@ def integrator_comparison(name="Spring", *, length=1.0, amplitude=0.4, mass=1.0,
         verts = [(0.0, 0.0, 0.0), (length, 0.0, 0.0)]
         obj = make_structure(f"{name} {INTEGRATOR_LABELS[integrator]}", verts, [(0, 1)], pins=[0],
                              location=loc, collection=collection)
-        configure(obj, pin_group=PIN_GROUP, total_mass=2.0 * mass, stiffness=k,
+        # No dashpot by default: it would hide the integrators' own energy behaviour.
+        configure(obj, pin_group=PIN_GROUP, total_mass=2.0 * mass, stiffness=k, damping=damping,
                   use_gravity=False, integrator=integrator, rho_inf=rho_inf, substeps=substeps,
                   initial_velocity=(amplitude * omega, 0.0, 0.0), **settings)
         objs.append(obj)
