@@ -288,9 +288,11 @@ inline double spring_energy(const Spring& s, double stretch) {
 // Force on end a of a spring (end b gets the opposite) and its exact derivatives
 // A = d f_a / d(p_b - p_a), B = d f_a / d(v_b - v_a). The dashpot acts where the spring
 // pulls: fully for springs, with weight T'/k for ropes (zero when slack).
+// With `definite`, A leaves out the geometric stiffness of a compressed spring (negative
+// and destabilizing); the force is unchanged.
 template <int D>
 void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa, Mat<D>& A,
-                  Mat<D>& B) {
+                  Mat<D>& B, bool definite = false) {
   const Mat<D> I = Mat<D>::Identity();
   const double L = d.norm();
   const double k = s.stiffness, L0 = s.length;
@@ -311,7 +313,7 @@ void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa
   const Mat<D> nn = n * n.transpose();
   const Mat<D> P = I - nn;
   fa = t.T * n;
-  A = t.dT * nn + (t.T / L) * P;
+  A = t.dT * nn + ((definite ? std::max(t.T, 0.0) : t.T) / L) * P;
   if (s.damping > 0) {
     const bool weighted = s.rope && k > 0;
     const double w = weighted ? t.dT / k : (s.rope ? 0.0 : 1.0);
@@ -397,7 +399,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
     VecD fa;
     MatD A, B;
-    spring_terms<D>(s, d, dv, fa, A, B);
+    spring_terms<D>(s, d, dv, fa, A, B, definite_newton_);
     add_force(s.c, fa);
     pair_blocks(s.c, cK * A + cV * B);
   }
@@ -409,7 +411,8 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     const VecD grad = d / L0;  // dg/dp_b; dg/dp_a = -grad
     if (g) (*g)(j) = (d.squaredNorm() - L0 * L0) / (2 * L0);
     add_force(dc.c, lam(j) * grad);  // -G^T lam: pulls a toward b when lam > 0
-    pair_blocks(dc.c, (cK * lam(j) / L0) * MatD::Identity());
+    const double tension = definite_newton_ ? std::max(lam(j), 0.0) : lam(j);
+    pair_blocks(dc.c, (cK * tension / L0) * MatD::Identity());
     const int r = row_lam + static_cast<int>(j);
     for (int side = 0; side < 2; ++side) {
       if (dc.c[side].type != MASS) continue;
