@@ -145,10 +145,12 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   const int nc = static_cast<int>(constraints_.size());
   VectorXd acc = s.acc, lam = s.lam;
   VectorXd q1, v1, F, g, R(num_unknowns()), delta;
-  // Damped Newton: when a full step increases the error, the step is halved (up to 4
-  // times) and the Newton matrix drops the destabilizing parts of the geometric
-  // stiffness (compressed springs, pushing rods) for the rest of this step, which keeps
-  // it definite. Measured on a 129x129 cloth: 18 wandering iterations became 5.
+  // Damped Newton: when a full step increases the error (from the fourth iteration on:
+  // the first ones may overshoot on the way to quadratic convergence), the step is
+  // halved (up to 4 times) and the Newton matrix drops the destabilizing parts of the
+  // geometric stiffness (compressed springs, pushing rods) for the rest of this step,
+  // which keeps it definite. Measured on a falling 129x129 cloth: a step that wandered
+  // for 18 iterations (16 s) now takes 4-6.
   VectorXd acc_prev = acc, lam_prev = lam;
   double err_prev = std::numeric_limits<double>::infinity(), fraction = 1.0;
   int backtracks = 0;
@@ -192,7 +194,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       return true;
     }
     if (it == max_newton_iterations) break;
-    if (err > err_prev && backtracks < 4) {
+    if (it >= 3 && err > err_prev && backtracks < 4) {
       definite_newton_ = true;
       fraction *= 0.5;
       ++backtracks;
