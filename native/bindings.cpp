@@ -222,6 +222,18 @@ std::shared_ptr<System<D>> build_from_arrays(const Arr& positions, const Arr& ma
   return sys;
 }
 
+// Vertex order: as built by from_arrays, else all masses, then all fixes.
+template <int D>
+int num_vertices(const System<D>& s) {
+  return s.vertices.empty() ? s.num_masses() + s.num_fixes() : static_cast<int>(s.vertices.size());
+}
+
+template <int D>
+Connector vertex_connector(const System<D>& s, int i) {
+  if (!s.vertices.empty()) return s.vertices[i];
+  return i < s.num_masses() ? Connector{MASS, i, 0} : Connector{FIX, i - s.num_masses(), 0};
+}
+
 template <int D>
 void bind_system(py::module_& m, const std::string& name) {
   using S = System<D>;
@@ -416,35 +428,27 @@ void bind_system(py::module_& m, const std::string& name) {
           })
       .def("vertex_positions",
            [](const S& s) {
-             const auto& verts = s.vertices;
-             const int n = verts.empty() ? s.num_masses() + s.num_fixes()
-                                         : static_cast<int>(verts.size());
+             const int n = num_vertices(s);
              VectorXd x(D * n);
              for (int i = 0; i < n; ++i) {
-               Connector c = verts.empty() ? (i < s.num_masses()
-                                                  ? Connector{MASS, i, 0}
-                                                  : Connector{FIX, i - s.num_masses(), 0})
-                                           : verts[i];
-               x.template segment<D>(D * i) = c.type == MASS ? s.pos(c.nr) : s.state().fix_pos[c.nr];
+               const Connector c = vertex_connector(s, i);
+               x.template segment<D>(D * i) =
+                   c.type == MASS ? s.pos(c.nr) : s.state().fix_pos[c.nr];
              }
              return as_array(x, n, D);
            },
            "Positions of all vertices (masses and fixes) in vertex order, shape (N, D).")
       .def("vertex_velocities",
            [](const S& s) {
-             const auto& verts = s.vertices;
-             const int n = verts.empty() ? s.num_masses() + s.num_fixes()
-                                         : static_cast<int>(verts.size());
+             const int n = num_vertices(s);
              VectorXd x = VectorXd::Zero(D * n);
              for (int i = 0; i < n; ++i) {
-               Connector c = verts.empty() ? (i < s.num_masses()
-                                                  ? Connector{MASS, i, 0}
-                                                  : Connector{FIX, i - s.num_masses(), 0})
-                                           : verts[i];
+               const Connector c = vertex_connector(s, i);
                if (c.type == MASS) x.template segment<D>(D * i) = s.vel(c.nr);
              }
              return as_array(x, n, D);
-           })
+           },
+           "Velocities of all vertices in vertex order (zero for fixes), shape (N, D).")
       .def_property_readonly("fixed_vertices",
                              [](const S& s) {
                                std::vector<long long> idx;

@@ -1,0 +1,93 @@
+"""The array API builds the same system as the seed API, in one call, with named errors."""
+import numpy as np
+import pytest
+
+import mass_spring as ms
+
+
+def lattice():
+    pos = np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0], [0, 0, -1], [1, 0, -1], [2, 0, -1.0]])
+    fixed = np.array([True, False, True, False, False, False])
+    springs = np.array([[0, 1], [1, 2], [0, 3], [1, 4], [2, 5], [3, 4], [4, 5], [0, 2]])
+    rods = np.array([[3, 5]])
+    return pos, fixed, springs, rods
+
+
+def test_from_arrays_equals_the_object_api():
+    pos, fixed, springs, rods = lattice()
+    masses = np.array([1.0, 0.5, 1.0, 0.7, 0.8, 0.9])
+    k = np.linspace(100, 200, len(springs))
+    a = ms.from_arrays(pos, masses, fixed=fixed, springs=springs, stiffness=k, damping=0.3,
+                       constraints=rods, gravity=[0, 0, -9.81])
+
+    b = ms.MassSpringSystem3d()
+    b.gravity = [0, 0, -9.81]
+    conn = {}
+    for i in np.flatnonzero(~fixed):
+        conn[i] = b.add(ms.Mass(masses[i], pos[i].tolist()))
+    for i in np.flatnonzero(fixed):
+        conn[i] = b.add(ms.Fix(pos[i].tolist()))
+    for (i, j), kk in zip(springs, k):
+        if fixed[i] and fixed[j]:
+            continue
+        b.add(ms.Spring(float(np.linalg.norm(pos[j] - pos[i])), kk, (conn[i], conn[j]), damping=0.3))
+    b.add(ms.DistanceConstraint(2.0, (conn[3], conn[5])))
+
+    assert len(a.springs) == len(springs) - 1  # the spring between two fixes is dropped
+    a.simulate(0.5, 50)
+    b.simulate(0.5, 50)
+    np.testing.assert_allclose(a.positions, b.positions, atol=1e-12)
+    # vertex order is kept: fixes where they were, masses moved
+    v = a.vertex_positions()
+    np.testing.assert_array_equal(v[fixed], pos[fixed])
+    np.testing.assert_allclose(v[~fixed], a.positions, atol=0)
+    np.testing.assert_array_equal(a.fixed_vertices, [0, 2])
+    np.testing.assert_array_equal(a.mass_vertices, [1, 3, 4, 5])
+    assert np.all(a.vertex_velocities()[fixed] == 0)
+
+
+def test_index_array_for_fixed_and_2d():
+    pos = np.array([[0.0, 0.0], [1.0, 0.0]])
+    s = ms.from_arrays(pos, 1.0, fixed=[0], springs=[[0, 1]], stiffness=10.0,
+                       rest_length=0.5, gravity=[0, -1])
+    assert isinstance(s, ms.MassSpringSystem2d)
+    assert s.springs[0].length == 0.5
+    s.simulate(0.1, 10)
+    assert s.vertex_positions().shape == (2, 2)
+
+
+def test_moving_anchor_through_fix_positions():
+    pos = np.array([[0, 0, 0], [0, 0, -1.0]])
+    s = ms.MassSpringSystem3d.from_arrays(pos, 1.0, fixed=[True, False],
+                                          constraints=[[0, 1]], gravity=[0, 0, -9.81])
+    for n in range(1, 25):
+        s.fix_positions = np.array([[0.0, 0.0, 0.05 * n]])  # lift the anchor
+        s.simulate(1 / 24, 4)
+        assert s.max_constraint_violation() < 1e-9
+    assert s.vertex_positions()[1, 2] == pytest.approx(0.05 * 24 - 1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(masses=[1.0, -2.0, 1.0]), r"vertex 1: mass must be positive"),
+    (dict(springs=[[0, 7]]), r"spring 0: vertex index \[0, 7\] out of range"),
+    (dict(springs=[[1, 1]]), r"spring 0: both ends are vertex 1"),
+    (dict(springs=[[0, 1], [1, 2]], stiffness=[1.0, -1.0]), r"spring 1 \(vertices \[1, 2\]\): stiffness"),
+    (dict(constraints=[[0, 1]], constraint_length=[0.0]), r"constraint 0 \(vertices \[0, 1\]\): length"),
+    (dict(positions=[[0, 0, 0], [np.nan, 0, 0], [2, 0, 0]]), r"vertex 1: position contains NaN"),
+])
+def test_array_errors_name_the_vertex_or_edge(kwargs, message):
+    args = dict(positions=[[0, 0, 0], [1, 0, 0], [2, 0, 0]], masses=[1.0, 1.0, 1.0])
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        ms.from_arrays(**args)
+
+
+def test_big_mesh_builds_in_one_call_quickly():
+    n = 200
+    x, y = np.meshgrid(np.arange(n, dtype=float), np.arange(n, dtype=float))
+    pos = np.column_stack([x.ravel(), y.ravel(), np.zeros(n * n)])
+    idx = np.arange(n * n).reshape(n, n)
+    edges = np.vstack([np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
+                       np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()])])
+    s = ms.from_arrays(pos, 0.01, fixed=idx[0], springs=edges, stiffness=100.0)
+    assert len(s.masses) == n * n - n and len(s.springs) == len(edges) - (n - 1)
