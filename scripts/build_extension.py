@@ -3,7 +3,8 @@
 
 1. Builds the compiled core ``mass_spring`` as a wheel for every Python that Blender uses
    (3.13: Blender 5.1+, 3.11: Blender 4.2–5.0) with ``pip wheel`` from the repo root.
-2. Copies the wheels into addon/wheels/ (git-ignored) and lists them in the manifest.
+2. Copies the wheels into addon/wheels/ (git-ignored) and lists them, and the platforms
+   they are for, in the manifest.
 3. Packs addon/ into the zip the way Blender's ``extension build`` does (manifest at the
    zip root): with a ``blender`` binary if there is one, else with the same build tool
    taken from an installed ``bpy`` module, else by zipping the folder itself.
@@ -13,8 +14,8 @@
     python scripts/build_extension.py --skip-wheels   # re-pack with the wheels already there
 
 The result installs with Preferences ▸ Get Extensions ▸ ⌄ ▸ Install from Disk.
-Other platforms: run this script there; the wheels get that platform's tag and the
-manifest's ``platforms`` must name it (see README).
+Other platforms: run this script there; the wheels get that platform's tag. Wheels from
+several machines can be put together in addon/wheels/ and packed with --skip-wheels.
 """
 
 from __future__ import annotations
@@ -134,9 +135,30 @@ def write_manifest_wheels(wheels: list[Path]) -> None:
         say(f"updated the wheels list in {MANIFEST.relative_to(REPO)}")
 
 
-def listed_wheels() -> list[str]:
-    with open(MANIFEST, "rb") as handle:
-        return list(tomllib.load(handle).get("wheels", []))
+def wheel_platform(wheel: Path) -> str:
+    """Blender's platform name for a wheel's platform tag (linux_x86_64 → linux-x64)."""
+    tag = wheel.stem.split("-")[-1]
+    arch = "arm64" if tag.endswith(("arm64", "aarch64")) else "x64"
+    if tag.startswith(("linux", "manylinux", "musllinux")):
+        return f"linux-{arch}"
+    if tag.startswith("macosx"):
+        return f"macos-{arch}"
+    if tag.startswith("win"):
+        return f"windows-{arch}"
+    raise SystemExit(f"build_extension: unknown platform tag in {wheel.name}")
+
+
+def write_manifest_platforms(wheels: list[Path]) -> None:
+    """The manifest's ``platforms``: every platform there is a wheel for."""
+    platforms = sorted({wheel_platform(w) for w in wheels})
+    text = MANIFEST.read_text(encoding="utf-8")
+    line = "platforms = [" + ", ".join(f'"{p}"' for p in platforms) + "]"
+    new, count = re.subn(r"(?m)^platforms = \[.*\]$", line, text)
+    if count != 1:
+        raise SystemExit("build_extension: could not find the platforms list in the manifest")
+    if new != text:
+        MANIFEST.write_text(new, encoding="utf-8")
+        say(f"platforms in the manifest: {', '.join(platforms)}")
 
 
 def bpy_build_tool() -> Path | None:
@@ -222,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     if not wheels:
         raise SystemExit("build_extension: no wheels in addon/wheels/: build them first")
     write_manifest_wheels(wheels)
+    write_manifest_platforms(wheels)
 
     DIST.mkdir(exist_ok=True)
     out = DIST / f"mass_spring_baker-{manifest_version()}.zip"
