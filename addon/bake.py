@@ -1,0 +1,354 @@
+"""The bake: one code path for the modal operator, ``execute`` and headless scripts.
+
+    job = BakeJob(scene, obj)      # checks everything that can be checked up front
+    while not job.step(0.1): ...   # world matrices per frame, then one frame of physics per step
+    result = job.finish()          # the only place that writes to the object
+
+``bake_object`` runs a job to the end. Until ``finish`` the object is not touched (only
+the scene's current frame moves while the object's animated transform is sampled, and
+it is put back), so an error or a cancel leaves no trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from . import writers
+from .errors import BakeCancelled, BakeError
+from .mesh_arrays import mesh_to_arrays
+from .simulation import FrameSimulation, SimulationSettings, world_to_local
+
+__all__ = [
+    "BakeCancelled", "BakeError", "BakeJob", "BakeResult",
+    "bake_object", "bake_scene", "free_bake", "has_bake",
+]
+
+# Modifiers that move vertices on top of the bake: the motion would be applied twice.
+DEFORMING_MODIFIERS = {'ARMATURE', 'CLOTH', 'SOFT_BODY', 'MESH_CACHE', 'MESH_SEQUENCE_CACHE',
+                       'HOOK', 'LATTICE', 'CURVE', 'WAVE', 'SURFACE_DEFORM', 'MESH_DEFORM',
+                       'LAPLACIANDEFORM', 'SHRINKWRAP', 'DISPLACE', 'SIMPLE_DEFORM'}
+
+# Weight of sampling one frame's transform relative to simulating one frame (for progress).
+TRANSFORM_WEIGHT = 0.05
+
+
+@dataclass
+class BakeResult:
+    object_name: str
+    output: str  # 'SHAPE_KEYS' or 'PC2'
+    frame_start: int
+    frame_end: int
+    simulate_seconds: float
+    write_seconds: float
+    positions: np.ndarray = field(repr=False)  # (F, N, 3) world space, float64
+    warnings: list = field(default_factory=list)
+    pc2_file: str = ""  # absolute path of the written PC2 file, for PC2 output
+
+    @property
+    def frame_count(self) -> int:
+        return self.frame_end - self.frame_start + 1
+
+
+def has_bake(obj) -> bool:
+    return writers.bake_record(obj) is not None
+
+
+def free_bake(obj) -> bool:
+    """Remove what the last bake of `obj` added; False if there was none."""
+    return writers.free_bake(obj)
+
+
+def frame_range(scene, obj) -> tuple[int, int]:
+    settings = obj.mass_spring
+    if settings.use_scene_frame_range:
+        return scene.frame_start, scene.frame_end
+    return settings.frame_start, settings.frame_end
+
+
+def simulation_settings(scene, obj) -> SimulationSettings:
+    settings = obj.mass_spring
+    use_gravity = settings.use_gravity and scene.use_gravity
+    return SimulationSettings(
+        stiffness=settings.stiffness,
+        damping=settings.damping,
+        gravity=np.array(scene.gravity if use_gravity else (0.0, 0.0, 0.0), dtype=np.float64),
+        integrator=settings.integrator,
+        rho_inf=settings.rho_inf,
+        substeps=settings.substeps,
+        fps=scene.render.fps / scene.render.fps_base,
+        initial_velocity=np.array(settings.initial_velocity, dtype=np.float64),
+        initial_angular_velocity=np.array(settings.initial_angular_velocity, dtype=np.float64),
+    )
+
+
+def pc2_paths(obj) -> tuple[str, str]:
+    """(path as stored in the modifier, absolute path). BakeError if it can't be resolved."""
+    stored = obj.mass_spring.pc2_path or f"//{bpy.path.clean_name(obj.name)}.pc2"
+    if stored.startswith("//") and not bpy.data.filepath:
+        raise BakeError(
+            f"the PC2 file '{stored}' is relative to the .blend, which has not been saved yet: "
+            "save the .blend first or choose an absolute path")
+    absolute = bpy.path.abspath(stored)
+    if absolute.endswith(("/", "\\")):
+        raise BakeError(f"the PC2 file '{stored}' is a folder: add a file name")
+    return stored, absolute
+
+
+def check_object(scene, obj) -> list[str]:
+    """Refuse what the bake can't handle without damaging the mesh; return warnings."""
+    if obj is None or obj.type != 'MESH':
+        kind = "nothing" if obj is None else f"'{obj.name}', a {obj.type.lower()} object"
+        raise BakeError(f"the bake needs a mesh object, got {kind}")
+    if obj.mode == 'EDIT' or obj.data.is_editmode:
+        raise BakeError(f"'{obj.name}' is in Edit Mode: switch to Object Mode (Tab) before baking")
+    settings = obj.mass_spring
+    if not settings.enabled:
+        raise BakeError(f"Mass–Spring is not enabled on '{obj.name}': tick it in Properties ▸ Physics")
+    record = writers.bake_record(obj) or {}
+    key = obj.data.shape_keys
+    if key is not None:
+        ours = set(record.get("keys", [])) | ({record.get("basis")} if record.get("keys") else set())
+        foreign = [kb.name for kb in key.key_blocks if kb.name not in ours]
+        if foreign:
+            listed = ", ".join(f"'{n}'" for n in foreign[:4]) + (" …" if len(foreign) > 4 else "")
+            raise BakeError(
+                f"'{obj.name}' already has shape keys ({listed}). The bake simulates the base mesh "
+                "and stores its own shape keys, so it would hide or fight with these: apply or "
+                "delete them first (Shape Keys ▸ ⌄ ▸ Delete All Shape Keys / Apply All Shape Keys)")
+    if settings.output == 'SHAPE_KEYS':
+        users = obj.data.users - int(obj.data.use_fake_user)
+        if users > 1:
+            raise BakeError(
+                f"mesh '{obj.data.name}' is shared by {users} objects and shape keys belong to "
+                "the mesh: make it single user (Object ▸ Relations ▸ Make Single User ▸ Object "
+                "& Data) or choose PC2 output")
+    else:
+        pc2_paths(obj)
+    if scene.frame_end < scene.frame_start and settings.use_scene_frame_range:
+        raise BakeError("the scene's frame range is empty")
+    start, end = frame_range(scene, obj)
+    if end <= start:
+        raise BakeError(f"the frame range {start}–{end} needs at least two frames (end after start)")
+
+    warnings = []
+    ours_modifier = record.get("modifier") if record.get("output") == "PC2" else None
+    for modifier in obj.modifiers:
+        if modifier.type in DEFORMING_MODIFIERS and modifier.name != ours_modifier and modifier.show_viewport:
+            warnings.append(
+                f"modifier '{modifier.name}' ({modifier.type.replace('_', ' ').title()}) moves the "
+                "vertices on top of the bake: disable it if the bake should be the only motion")
+    return warnings
+
+
+def transform_is_static(obj) -> bool:
+    """No animation, parent or constraint can move the object: one matrix serves all frames."""
+    return obj.animation_data is None and obj.parent is None and len(obj.constraints) == 0
+
+
+class BakeJob:
+    """One bake of one object, advanced in small steps (see module doc)."""
+
+    def __init__(self, scene, obj):
+        self.scene = scene
+        self.obj = obj
+        self.object_name = obj.name if obj is not None else ""
+        self.warnings = check_object(scene, obj)
+        try:
+            self.arrays = mesh_to_arrays(obj)
+            self.arrays.validate()
+        except BakeError as ex:
+            raise BakeError(f"'{obj.name}': {ex}") from ex
+        self.settings = simulation_settings(scene, obj)
+        start, end = frame_range(scene, obj)
+        self.frames = np.arange(start, end + 1)
+        self.output = obj.mass_spring.output
+        self._frame_before = (scene.frame_current, scene.frame_subframe)
+        self._matrices = []
+        self._frame_moved = False
+        self.simulation: FrameSimulation | None = None
+        self.started = time.perf_counter()
+        self.simulate_seconds = 0.0
+        if transform_is_static(obj):
+            self._matrices = [np.array(obj.matrix_world, dtype=np.float64)] * len(self.frames)
+            self._sampled_transforms = 0
+        else:
+            self._sampled_transforms = len(self.frames)
+        self.finished = False
+
+    # -- progress ------------------------------------------------------------------------
+
+    @property
+    def total_work(self) -> float:
+        return TRANSFORM_WEIGHT * self._sampled_transforms + (len(self.frames) - 1)
+
+    @property
+    def work_done(self) -> float:
+        sampled = min(len(self._matrices), self._sampled_transforms)
+        return TRANSFORM_WEIGHT * sampled + self.frames_simulated
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.work_done / self.total_work) if self.total_work else 1.0
+
+    @property
+    def frames_simulated(self) -> int:
+        return self.simulation.frames_done - 1 if self.simulation else 0
+
+    @property
+    def current_frame(self) -> int:
+        if self.simulation is None:
+            return int(self.frames[min(len(self._matrices), len(self.frames) - 1)])
+        return int(self.frames[self.simulation.frames_done - 1])
+
+    def seconds_left(self) -> float | None:
+        done = self.fraction
+        if done <= 0.02:
+            return None
+        return (time.perf_counter() - self.started) * (1.0 - done) / done
+
+    def status(self) -> str:
+        left = self.seconds_left()
+        left_text = "" if left is None else f", {left:.0f} s left"
+        phase = "reading animation" if self.simulation is None else "simulating"
+        return (f"Mass–Spring bake of '{self.object_name}': {100 * self.fraction:.0f}% "
+                f"({phase}, frame {self.current_frame} of {self.frames[0]}–{self.frames[-1]}"
+                f"{left_text}) — Esc to cancel")
+
+    # -- work ----------------------------------------------------------------------------
+
+    @property
+    def simulated(self) -> bool:
+        return self.simulation is not None and self.simulation.done
+
+    def step(self, budget_seconds: float = 0.1) -> bool:
+        """Work for about `budget_seconds`; True when the simulation is complete."""
+        deadline = time.perf_counter() + budget_seconds
+        try:
+            while len(self._matrices) < len(self.frames):
+                self._sample_transform(int(self.frames[len(self._matrices)]))
+                if time.perf_counter() > deadline:
+                    return False
+            self._restore_frame()
+            if self.simulation is None:
+                begin = time.perf_counter()
+                self.simulation = FrameSimulation(self.arrays, self.settings, self._matrices, self.frames)
+                self.simulate_seconds += time.perf_counter() - begin
+            while not self.simulation.done:
+                begin = time.perf_counter()
+                self.simulation.step()
+                self.simulate_seconds += time.perf_counter() - begin
+                if time.perf_counter() > deadline:
+                    break
+        except BakeError as ex:
+            self._restore_frame()
+            raise BakeError(f"'{self.object_name}': {ex}") from ex
+        except BaseException:
+            self._restore_frame()
+            raise
+        return self.simulation.done
+
+    def _sample_transform(self, frame: int) -> None:
+        self.scene.frame_set(frame)
+        self._frame_moved = True
+        self._matrices.append(np.array(self.obj.matrix_world, dtype=np.float64))
+
+    def _restore_frame(self) -> None:
+        if self._frame_moved:
+            frame, subframe = self._frame_before
+            self.scene.frame_set(frame, subframe=subframe)
+            self._frame_moved = False
+
+    def cancel(self) -> None:
+        """Stop; nothing has been written, only the scene frame is put back."""
+        self._restore_frame()
+        self.simulation = None
+
+    def finish(self) -> BakeResult:
+        """Replace any previous bake by this one. Nothing half-written on failure."""
+        if not self.simulated:
+            raise RuntimeError("finish() before the simulation is complete")
+        if self.finished:
+            raise RuntimeError("finish() called twice")
+        begin = time.perf_counter()
+        obj = self.obj
+        try:
+            changed = obj.data.is_editmode or len(obj.data.vertices) != self.arrays.vertex_count
+        except ReferenceError:
+            raise BakeError(f"'{self.object_name}' was deleted during the bake") from None
+        if changed:
+            raise BakeError(f"'{self.object_name}' was edited during the bake: bake again")
+        matrices = np.asarray(self._matrices)
+        local = world_to_local(self.simulation.positions, matrices)
+        pc2_file = ""
+        if self.output == 'PC2':
+            stored, pc2_file = pc2_paths(obj)
+            try:
+                writers.write_pc2(pc2_file, int(self.frames[0]), local)
+            except OSError as ex:
+                raise BakeError(f"'{obj.name}': could not write the PC2 file {pc2_file}: {ex}") from ex
+        previous = writers.free_bake(obj)
+        try:
+            if self.output == 'PC2':
+                record = writers.add_mesh_cache(obj, stored, int(self.frames[0]))
+            else:
+                record = writers.write_shape_keys(obj, self.frames, local)
+        except Exception as ex:
+            lost = " (the previous bake was removed)" if previous else ""
+            raise BakeError(f"'{obj.name}': writing the bake failed{lost}: {ex}") from ex
+        record["frame_start"] = int(self.frames[0])
+        record["frame_end"] = int(self.frames[-1])
+        writers.store_record(obj, record)
+        self.finished = True
+        return BakeResult(
+            object_name=obj.name,
+            output=self.output,
+            frame_start=int(self.frames[0]),
+            frame_end=int(self.frames[-1]),
+            simulate_seconds=self.simulate_seconds,
+            write_seconds=time.perf_counter() - begin,
+            positions=self.simulation.positions,
+            warnings=list(self.warnings),
+            pc2_file=pc2_file,
+        )
+
+
+def _run(job: BakeJob, progress, should_cancel, budget: float) -> None:
+    total = len(job.frames) - 1
+    while not job.step(budget):
+        if progress is not None:
+            progress(job.current_frame, job.frames_simulated, total)
+        if should_cancel is not None and should_cancel():
+            job.cancel()
+            raise BakeCancelled(f"bake of '{job.object_name}' cancelled; nothing was written")
+    if progress is not None:
+        progress(job.current_frame, job.frames_simulated, total)
+
+
+def bake_object(scene, obj, *, progress=None, should_cancel=None, budget_seconds: float = 0.25) -> BakeResult:
+    """Simulate `obj` over its frame range and replace its bake. Headless entry point.
+
+    progress(frame, done, total) is called between chunks of work (about every
+    `budget_seconds`): the frame reached, frames simulated so far, frames to simulate;
+    should_cancel() -> bool is polled at the same points. Raises BakeError (message names
+    the object, the frame and a likely cure) or BakeCancelled; in both cases the object
+    is exactly as before (any previous bake included).
+    """
+    job = BakeJob(scene, obj)
+    _run(job, progress, should_cancel, budget_seconds)
+    return job.finish()
+
+
+def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: float = 0.25) -> list[BakeResult]:
+    """Bake every mesh object of `scene` whose Mass–Spring is enabled.
+
+    All simulations run first; only when every one succeeded are the bakes written.
+    """
+    objects = [o for o in scene.objects if o.type == 'MESH' and o.mass_spring.enabled]
+    jobs = [BakeJob(scene, o) for o in objects]
+    for job in jobs:
+        _run(job, progress, should_cancel, budget_seconds)
+    return [job.finish() for job in jobs]

@@ -1,0 +1,134 @@
+"""Blender mesh → numpy arrays (``simulation.MeshArrays``).
+
+Reads the base mesh (never the evaluated one: modifiers come after the bake in the stack),
+in bulk with ``foreach_get``. Vertex groups are the one thing the Python API only offers
+per vertex.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import BakeError
+from .simulation import MeshArrays
+
+RIGID_ATTRIBUTE = "ms_rigid"
+ROPE_ATTRIBUTE = "ms_rope"
+PIN_THRESHOLD = 0.5  # pin-group weight above this pins a vertex
+
+
+def vertex_positions(mesh) -> np.ndarray:
+    co = np.empty(len(mesh.vertices) * 3, dtype=np.float32)
+    mesh.vertices.foreach_get("co", co)
+    return co.reshape(-1, 3).astype(np.float64)
+
+
+def edge_vertices(mesh) -> np.ndarray:
+    pairs = np.empty(len(mesh.edges) * 2, dtype=np.int32)
+    mesh.edges.foreach_get("vertices", pairs)
+    return pairs.reshape(-1, 2).astype(np.int64)
+
+
+def vertex_group_weights(obj, name: str, purpose: str) -> np.ndarray:
+    """Weights of vertex group `name` per vertex (0 where a vertex is not in it)."""
+    group = obj.vertex_groups.get(name)
+    if group is None:
+        known = ", ".join(f"'{g.name}'" for g in obj.vertex_groups) or "none"
+        raise BakeError(
+            f"the {purpose} vertex group '{name}' does not exist on '{obj.name}' "
+            f"(its groups: {known}): pick an existing group in the panel or clear the field")
+    index = group.index
+    weights = np.zeros(len(obj.data.vertices), dtype=np.float64)
+    for vertex in obj.data.vertices:
+        for element in vertex.groups:
+            if element.group == index:
+                weights[vertex.index] = element.weight
+                break
+    return weights
+
+
+def edge_bool_attribute(mesh, name: str) -> np.ndarray:
+    """A boolean edge attribute as a mask; all False when the mesh doesn't have it."""
+    mask = np.zeros(len(mesh.edges), dtype=bool)
+    attribute = mesh.attributes.get(name)
+    if attribute is None:
+        return mask
+    if attribute.domain != 'EDGE' or attribute.data_type != 'BOOLEAN':
+        raise BakeError(
+            f"attribute '{name}' must be a Boolean on edges (it is {attribute.data_type} on "
+            f"{attribute.domain}): remove it, then mark the edges again")
+    attribute.data.foreach_get("value", mask)
+    return mask
+
+
+def edge_float_attribute(mesh, name: str) -> np.ndarray:
+    attribute = mesh.attributes.get(name)
+    if attribute is None:
+        known = ", ".join(f"'{a.name}'" for a in mesh.attributes
+                          if a.domain == 'EDGE' and a.data_type == 'FLOAT') or "none"
+        raise BakeError(
+            f"the stiffness attribute '{name}' does not exist on mesh '{mesh.name}' "
+            f"(float edge attributes: {known}): pick one in the panel or clear the field")
+    if attribute.domain != 'EDGE' or attribute.data_type != 'FLOAT':
+        raise BakeError(
+            f"the stiffness attribute '{name}' must be a Float on edges "
+            f"(it is {attribute.data_type} on {attribute.domain})")
+    values = np.empty(len(mesh.edges), dtype=np.float32)
+    attribute.data.foreach_get("value", values)
+    return values.astype(np.float64)
+
+
+def masses_from_weights(total_mass: float, weights: np.ndarray | None, count: int) -> np.ndarray:
+    """Spread `total_mass` over the vertices, evenly or in proportion to `weights`."""
+    if not total_mass > 0:
+        raise BakeError(f"the total mass must be > 0 kg, got {total_mass:g}")
+    if weights is None:
+        return np.full(count, total_mass / count)
+    total_weight = float(weights.sum())
+    if not total_weight > 0:
+        raise BakeError("every vertex has weight 0 in the mass group: give the group some weight")
+    return total_mass * weights / total_weight
+
+
+def mesh_to_arrays(obj) -> MeshArrays:
+    """Read the object's base mesh and its ``obj.mass_spring`` settings into arrays.
+
+    Raises BakeError (not a mesh, Edit Mode, missing groups or attributes, bad values).
+    """
+    if obj is None or obj.type != 'MESH':
+        kind = "nothing" if obj is None else f"a {obj.type.lower()} object"
+        raise BakeError(f"the bake needs a mesh object, got {kind}")
+    if obj.mode == 'EDIT' or getattr(obj.data, "is_editmode", False):
+        raise BakeError(f"'{obj.name}' is in Edit Mode: switch to Object Mode (Tab) before baking")
+    settings = obj.mass_spring
+    mesh = obj.data
+
+    positions = vertex_positions(mesh)
+    edges = edge_vertices(mesh)
+    n = len(positions)
+
+    mass_weights = None
+    if settings.mass_group:
+        mass_weights = vertex_group_weights(obj, settings.mass_group, "mass")
+    masses = masses_from_weights(settings.total_mass, mass_weights, max(n, 1))[:n]
+
+    pinned = np.zeros(n, dtype=bool)
+    if settings.pin_group:
+        pinned = vertex_group_weights(obj, settings.pin_group, "pin") > PIN_THRESHOLD
+
+    if settings.stiffness_attribute:
+        scale = edge_float_attribute(mesh, settings.stiffness_attribute)
+    else:
+        scale = np.ones(len(edges))
+
+    return MeshArrays(
+        local_positions=positions,
+        masses=masses,
+        pinned=pinned,
+        edges=edges,
+        stiffness_scale=scale,
+        rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
+        rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),
+        pin_group=settings.pin_group,
+        mass_group=settings.mass_group,
+    )

@@ -1,0 +1,144 @@
+"""Viewport overlay: rigid edges drawn thick orange, rope edges thick cyan.
+
+Marks are plain edge attributes, which Blender itself doesn't display; seams or Freestyle
+marks would have been visible but belong to the user. So the add-on draws them, in Object
+and Edit Mode, for the selected objects (at their current, possibly baked, positions).
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
+
+COLORS = {
+    RIGID_ATTRIBUTE: (1.0, 0.45, 0.0, 1.0),  # orange
+    ROPE_ATTRIBUTE: (0.1, 0.8, 1.0, 1.0),  # cyan
+}
+LINE_WIDTH = 4.0
+
+_handle = None
+
+
+def _marked_edges_edit_mode(mesh) -> dict:
+    import bmesh
+    bm = bmesh.from_edit_mesh(mesh)
+    result = {}
+    layers = getattr(bm.edges.layers, "bool", None)
+    for name in COLORS:
+        layer = layers.get(name) if layers is not None else None
+        if layer is None:
+            continue
+        coords = [v.co[:] for e in bm.edges if e[layer] and not e.hide for v in e.verts]
+        if coords:
+            result[name] = np.array(coords, dtype=np.float64)
+    return result
+
+
+def marked_edge_counts(obj) -> dict:
+    """{attribute name: number of marked edges}, in Object or Edit Mode."""
+    mesh = obj.data
+    if mesh.is_editmode:
+        return {name: len(coords) // 2 for name, coords in _marked_edges_edit_mode(mesh).items()}
+    counts = {}
+    for name in COLORS:
+        attribute = mesh.attributes.get(name)
+        if attribute is not None and attribute.domain == 'EDGE' and attribute.data_type == 'BOOLEAN':
+            values = np.zeros(len(mesh.edges), dtype=bool)
+            attribute.data.foreach_get("value", values)
+            counts[name] = int(values.sum())
+    return counts
+
+
+def marked_edge_segments(obj, depsgraph=None) -> dict:
+    """{attribute name: (2·M, 3) world-space line end points} of the marked edges.
+
+    Object Mode uses the evaluated mesh when its vertices still match the base mesh (so the
+    marks move with a baked animation), else the base mesh.
+    """
+    mesh = obj.data
+    matrix = np.array(obj.matrix_world, dtype=np.float64)
+    if mesh.is_editmode:
+        local = _marked_edges_edit_mode(mesh)
+    else:
+        local = {}
+        masks = {}
+        for name in COLORS:
+            attribute = mesh.attributes.get(name)
+            if attribute is None or attribute.domain != 'EDGE' or attribute.data_type != 'BOOLEAN':
+                continue
+            mask = np.zeros(len(mesh.edges), dtype=bool)
+            attribute.data.foreach_get("value", mask)
+            if mask.any():
+                masks[name] = mask
+        if not masks:
+            return {}
+        source = mesh
+        if depsgraph is not None:
+            evaluated = obj.evaluated_get(depsgraph).data
+            if len(evaluated.vertices) == len(mesh.vertices):
+                source = evaluated
+        co = np.empty(len(source.vertices) * 3, dtype=np.float32)
+        source.vertices.foreach_get("co", co)
+        co = co.reshape(-1, 3)
+        pairs = np.empty(len(mesh.edges) * 2, dtype=np.int32)
+        mesh.edges.foreach_get("vertices", pairs)
+        pairs = pairs.reshape(-1, 2)
+        for name, mask in masks.items():
+            local[name] = co[pairs[mask].ravel()].astype(np.float64)
+    return {name: points @ matrix[:3, :3].T + matrix[:3, 3] for name, points in local.items()}
+
+
+def _preferences():
+    addon = bpy.context.preferences.addons.get(__package__)
+    return addon.preferences if addon is not None else None
+
+
+def draw_marks() -> None:
+    import gpu
+    from gpu_extras.batch import batch_for_shader
+
+    preferences = _preferences()
+    if preferences is not None and not preferences.show_edge_marks:
+        return
+    context = bpy.context
+    objects = [o for o in (context.selected_objects or []) if o.type == 'MESH']
+    if context.object is not None and context.object.type == 'MESH' and context.object not in objects:
+        objects.append(context.object)
+    if not objects:
+        return
+    depsgraph = context.evaluated_depsgraph_get()
+    shader = gpu.shader.from_builtin('POLYLINE_UNIFORM_COLOR')
+    region = context.region
+    gpu.state.blend_set('ALPHA')
+    gpu.state.depth_test_set('LESS_EQUAL')
+    shader.uniform_float("viewportSize", (region.width, region.height))
+    shader.uniform_float("lineWidth", LINE_WIDTH)
+    for obj in objects:
+        for name, points in marked_edge_segments(obj, depsgraph).items():
+            batch = batch_for_shader(shader, 'LINES', {"pos": points.astype(np.float32)})
+            shader.uniform_float("color", COLORS[name])
+            batch.draw(shader)
+    gpu.state.depth_test_set('NONE')
+    gpu.state.blend_set('NONE')
+
+
+def _draw_safely():
+    try:
+        draw_marks()
+    except Exception as ex:  # never break the viewport for an overlay
+        print(f"Mass–Spring Baker overlay: {ex}")
+
+
+def register():
+    global _handle
+    if not bpy.app.background and _handle is None:
+        _handle = bpy.types.SpaceView3D.draw_handler_add(_draw_safely, (), 'WINDOW', 'POST_VIEW')
+
+
+def unregister():
+    global _handle
+    if _handle is not None:
+        bpy.types.SpaceView3D.draw_handler_remove(_handle, 'WINDOW')
+        _handle = None

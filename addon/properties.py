@@ -1,0 +1,172 @@
+"""Per-object settings ``obj.mass_spring`` (saved in the .blend).
+
+The property names are an interface (docs/architecture.md §2): scripts set them directly.
+"""
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    EnumProperty,
+    FloatProperty,
+    FloatVectorProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+
+def _blend_relative_path_options() -> dict:
+    """Recent Blenders want file paths to declare that they may start with '//'; older
+    ones don't know the option (and reject it)."""
+    if "is_path_supports_blend_relative" in bpy.types.Property.bl_rna.properties:
+        return {"options": {'PATH_SUPPORTS_BLEND_RELATIVE'}}
+    return {}
+
+
+_BLEND_RELATIVE = _blend_relative_path_options()
+
+INTEGRATOR_ITEMS = [
+    ("GENERALIZED_ALPHA", "Generalized-α",
+     "Implicit, second order, numerical damping of high frequencies set by ρ∞ (recommended)"),
+    ("NEWMARK", "Newmark",
+     "Implicit trapezoidal rule (generalized-α with ρ∞ = 1): no numerical damping"),
+    ("IMPLICIT_EULER", "Implicit Euler",
+     "Implicit, first order, strongly damped: robust for very stiff structures"),
+    ("SYMPLECTIC_EULER", "Symplectic Euler",
+     "Explicit, first order, cheap; needs small steps; cannot handle rigid edges"),
+    ("EXPLICIT_EULER", "Explicit Euler",
+     "Explicit, first order, gains energy: for comparison only; cannot handle rigid edges"),
+    ("RK2", "Runge–Kutta 2",
+     "Explicit, second order; needs small steps; cannot handle rigid edges"),
+]
+
+OUTPUT_ITEMS = [
+    ("SHAPE_KEYS", "Shape Keys",
+     "One shape key per frame, switched by keyframes: stored inside the .blend"),
+    ("PC2", "PC2 File",
+     "A PC2 point cache read by a Mesh Cache modifier: compact for big meshes, "
+     "but the file must travel with the .blend"),
+]
+
+
+class MassSpringSettings(bpy.types.PropertyGroup):
+    enabled: BoolProperty(
+        name="Mass–Spring",
+        description="Simulate this object as masses (vertices), springs (edges) and rigid rods "
+                    "(edges marked rigid) when baking",
+        default=False,
+    )
+    total_mass: FloatProperty(
+        name="Total Mass",
+        description="Mass of the whole object in kg, spread evenly over the vertices "
+                    "(or by the weights of the mass vertex group)",
+        default=1.0, min=1e-9, soft_max=1000.0, unit='MASS', precision=3,
+    )
+    mass_group: StringProperty(
+        name="Mass Group",
+        description="Optional vertex group: each vertex gets mass in proportion to its weight. "
+                    "Empty: every vertex gets the same mass",
+        default="",
+    )
+    pin_group: StringProperty(
+        name="Pin Group",
+        description="Vertex group of pinned vertices (weight above 0.5). Pinned vertices don't "
+                    "simulate: they follow the object's animated transform, so animate the "
+                    "object to move the anchors",
+        default="",
+    )
+    stiffness: FloatProperty(
+        name="Stiffness",
+        description="Spring constant of every edge in N/m (force per metre of stretch)",
+        default=100.0, min=0.0, soft_max=1e5, precision=2,
+    )
+    damping: FloatProperty(
+        name="Damping",
+        description="Dashpot along every spring in N·s/m: damps stretching motion",
+        default=0.1, min=0.0, soft_max=100.0, precision=3,
+    )
+    stiffness_attribute: StringProperty(
+        name="Stiffness Scale",
+        description="Optional float edge attribute multiplying the stiffness per edge "
+                    "(e.g. 2 = twice as stiff). Empty: every edge has the same stiffness",
+        default="",
+    )
+    use_gravity: BoolProperty(
+        name="Gravity",
+        description="Apply the scene's gravity (Scene ▸ Gravity, including its on/off switch)",
+        default=True,
+    )
+    initial_velocity: FloatVectorProperty(
+        name="Initial Velocity",
+        description="Linear velocity of every vertex at the first frame, world space, m/s",
+        size=3, default=(0.0, 0.0, 0.0), subtype='VELOCITY', unit='VELOCITY',
+    )
+    initial_angular_velocity: FloatVectorProperty(
+        name="Initial Angular Velocity",
+        description="Spin at the first frame about the object's origin, world axes, in rad/s "
+                    "(e.g. Z = 6.28 turns once per second about the vertical)",
+        size=3, default=(0.0, 0.0, 0.0), subtype='XYZ',
+    )
+    integrator: EnumProperty(
+        name="Integrator",
+        description="Time integration method of the solver",
+        items=INTEGRATOR_ITEMS,
+        default="GENERALIZED_ALPHA",
+    )
+    rho_inf: FloatProperty(
+        name="ρ∞",
+        description="Generalized-α spectral radius at infinity: 1 keeps all energy, lower "
+                    "values damp high-frequency jitter (0.8 is a good default, 0 damps most)",
+        default=0.8, min=0.0, max=1.0,
+    )
+    substeps: IntProperty(
+        name="Substeps",
+        description="Integrator steps per frame: more is slower but more accurate and robust",
+        default=5, min=1, soft_max=100,
+    )
+    use_scene_frame_range: BoolProperty(
+        name="Scene Frame Range",
+        description="Bake the scene's frame range; off: use the start and end below",
+        default=True,
+    )
+    frame_start: IntProperty(
+        name="Start",
+        description="First baked frame: the mesh as modelled is the state at this frame",
+        default=1,
+    )
+    frame_end: IntProperty(
+        name="End",
+        description="Last baked frame",
+        default=250,
+    )
+    output: EnumProperty(
+        name="Output",
+        description="Where the bake is stored",
+        items=OUTPUT_ITEMS,
+        default="SHAPE_KEYS",
+    )
+    pc2_path: StringProperty(
+        name="PC2 File",
+        description="File written for PC2 output; '//' means the folder of the .blend. "
+                    "Empty: '//<object name>.pc2'",
+        default="", subtype='FILE_PATH', **_BLEND_RELATIVE,
+    )
+
+
+classes = (MassSpringSettings,)
+
+
+def register():
+    for cls in classes:
+        bpy.utils.register_class(cls)
+    bpy.types.Object.mass_spring = PointerProperty(
+        type=MassSpringSettings,
+        name="Mass–Spring",
+        description="Mass–Spring Baker settings of this object",
+    )
+
+
+def unregister():
+    del bpy.types.Object.mass_spring
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

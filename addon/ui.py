@@ -1,0 +1,173 @@
+"""Properties ▸ Physics panel, laid out like Cloth's: a header switch and sub-panels."""
+
+import bpy
+
+from . import writers
+from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
+from .overlay import marked_edge_counts
+
+
+class MassSpringPanelBase:
+    bl_space_type = 'PROPERTIES'
+    bl_region_type = 'WINDOW'
+    bl_context = "physics"
+
+    @classmethod
+    def poll(cls, context):
+        return context.object is not None and context.object.type == 'MESH'
+
+
+class PHYSICS_PT_mass_spring(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Mass–Spring"
+
+    def draw_header(self, context):
+        self.layout.prop(context.object.mass_spring, "enabled", text="")
+
+    def draw(self, context):
+        layout = self.layout
+        obj = context.object
+        settings = obj.mass_spring
+        layout.use_property_split = True
+        layout.active = settings.enabled
+        if not settings.enabled:
+            layout.label(text="Tick the box to simulate this mesh", icon='INFO')
+        record = writers.bake_record(obj)
+        row = layout.row(align=True)
+        row.scale_y = 1.3
+        row.operator("mass_spring.bake", text="Bake" if record is None else "Bake Again", icon='PHYSICS')
+        row.operator("mass_spring.free_bake", text="Free Bake", icon='TRASH')
+        if record is not None:
+            where = "shape keys" if record.get("output") == 'SHAPE_KEYS' else "PC2 + Mesh Cache"
+            layout.label(text=f"Baked frames {record.get('frame_start')}–{record.get('frame_end')} "
+                              f"into {where}", icon='CHECKMARK')
+
+
+class PHYSICS_PT_mass_spring_mass(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Masses"
+    bl_parent_id = "PHYSICS_PT_mass_spring"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.object
+        settings = obj.mass_spring
+        layout.active = settings.enabled
+        layout.prop(settings, "total_mass")
+        layout.prop_search(settings, "mass_group", obj, "vertex_groups", text="Weight Group")
+        layout.prop_search(settings, "pin_group", obj, "vertex_groups", text="Pin Group")
+
+
+class PHYSICS_PT_mass_spring_springs(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Springs"
+    bl_parent_id = "PHYSICS_PT_mass_spring"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = context.object
+        settings = obj.mass_spring
+        layout.active = settings.enabled
+        layout.prop(settings, "stiffness")
+        layout.prop(settings, "damping")
+        layout.prop_search(settings, "stiffness_attribute", obj.data, "attributes", text="Stiffness Scale")
+
+
+class PHYSICS_PT_mass_spring_marks(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Rigid and Rope Edges"
+    bl_parent_id = "PHYSICS_PT_mass_spring"
+
+    def draw(self, context):
+        layout = self.layout
+        obj = context.object
+        layout.active = obj.mass_spring.enabled
+        counts = marked_edge_counts(obj)
+        col = layout.column(align=True)
+        col.label(text=f"Rigid rods: {counts.get(RIGID_ATTRIBUTE, 0)} edges (drawn orange)", icon='LINKED')
+        col.label(text=f"Rope links: {counts.get(ROPE_ATTRIBUTE, 0)} edges (drawn cyan)", icon='CURVE_PATH')
+        if obj.mode != 'EDIT':
+            layout.label(text="In Edit Mode, select edges to mark them", icon='INFO')
+            return
+        grid = layout.grid_flow(columns=2, align=True)
+        grid.operator("mass_spring.mark_edges", text="Mark Rigid").mark = 'RIGID'
+        op = grid.operator("mass_spring.mark_edges", text="Clear Rigid")
+        op.mark, op.clear = 'RIGID', True
+        grid.operator("mass_spring.mark_edges", text="Mark Rope").mark = 'ROPE'
+        op = grid.operator("mass_spring.mark_edges", text="Clear Rope")
+        op.mark, op.clear = 'ROPE', True
+
+
+class PHYSICS_PT_mass_spring_velocity(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Initial Velocity"
+    bl_parent_id = "PHYSICS_PT_mass_spring"
+    bl_options = {'DEFAULT_CLOSED'}
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        settings = context.object.mass_spring
+        layout.active = settings.enabled
+        layout.prop(settings, "initial_velocity", text="Linear")
+        layout.prop(settings, "initial_angular_velocity", text="Angular (rad/s)")
+
+
+class PHYSICS_PT_mass_spring_solver(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Solver"
+    bl_parent_id = "PHYSICS_PT_mass_spring"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        scene = context.scene
+        settings = context.object.mass_spring
+        layout.active = settings.enabled
+        layout.prop(settings, "integrator")
+        row = layout.row()
+        row.active = settings.integrator == 'GENERALIZED_ALPHA'
+        row.prop(settings, "rho_inf")
+        layout.prop(settings, "substeps")
+        fps = scene.render.fps / scene.render.fps_base
+        layout.label(text=f"Step: 1/{fps:g} s per frame ÷ {settings.substeps}")
+        row = layout.row()
+        row.prop(settings, "use_gravity")
+        if settings.use_gravity and not scene.use_gravity:
+            layout.label(text="Gravity is off in the scene settings", icon='INFO')
+
+
+class PHYSICS_PT_mass_spring_output(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Frame Range and Output"
+    bl_parent_id = "PHYSICS_PT_mass_spring"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        settings = context.object.mass_spring
+        layout.active = settings.enabled
+        layout.prop(settings, "use_scene_frame_range")
+        col = layout.column(align=True)
+        col.active = not settings.use_scene_frame_range
+        col.prop(settings, "frame_start", text="Frame Start")
+        col.prop(settings, "frame_end", text="End")
+        layout.prop(settings, "output")
+        if settings.output == 'PC2':
+            layout.prop(settings, "pc2_path")
+
+
+classes = (
+    PHYSICS_PT_mass_spring,
+    PHYSICS_PT_mass_spring_mass,
+    PHYSICS_PT_mass_spring_springs,
+    PHYSICS_PT_mass_spring_marks,
+    PHYSICS_PT_mass_spring_velocity,
+    PHYSICS_PT_mass_spring_solver,
+    PHYSICS_PT_mass_spring_output,
+)
+
+
+def register():
+    for cls in classes:
+        bpy.utils.register_class(cls)
+
+
+def unregister():
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,245 @@
+"""Positions (F, N, 3) in object space → Blender data that plays without the add-on.
+
+Two outputs:
+
+* Shape keys (default). One relative shape key per baked frame, each with a value F-curve
+  that is 1 at its own frame and 0 at the neighbouring frames (linear in between).
+  Chosen over one absolute-key sequence driven by ``Key.eval_time`` because
+  - at every baked frame exactly one key has value exactly 1, so the mesh is the simulated
+    positions up to float32 rounding. Absolute keys are placed at positions accumulated
+    in steps of 0.1 in float32 (``KeyBlock.pos``), which drift far enough over hundreds of
+    frames to blend neighbouring frames by a visible fraction;
+  - between frames two keys cross-fade linearly, which is exactly linear interpolation of
+    the positions (motion blur, subframes);
+  - Blender skips keys whose value is 0, so playback costs one key per frame;
+  - the same data has worked in every Blender since 2.8, nothing is version specific
+    except how the F-curves are created (slotted actions).
+* PC2 file + Mesh Cache modifier, first in the stack: compact for big meshes.
+
+Everything the bake adds is listed in an ID property on the object (``BAKE_RECORD``), so
+Free Bake removes exactly that and nothing the user made.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import bpy
+import numpy as np
+
+BAKE_RECORD = "_mass_spring_bake"  # leading underscore: hidden in the Custom Properties panel
+KEY_PREFIX = "MSB "
+BASIS_NAME = "Basis"
+MODIFIER_NAME = "Mass–Spring Bake"
+ACTION_PREFIX = "MassSpringBake "
+PC2_HEADER = struct.Struct("<12siiffi")
+PC2_MAGIC = b"POINTCACHE2\0"
+LINEAR = 1  # enum value of 'LINEAR' in Keyframe.interpolation
+
+
+# ---------------------------------------------------------------------------------------
+# Animation data: one F-curve collection for an ID, across Blender versions
+
+
+def new_action_fcurves(id_data, action_name: str):
+    """Create an action assigned to `id_data` and return (action, its F-curve collection).
+
+    Blender 4.2/4.3: ``action.fcurves``. 4.4/4.5: slotted actions, the channel bag has to be
+    created through layers/strips (``action_get_channelbag_for_slot`` only finds it).
+    5.0+: ``action_ensure_channelbag_for_slot`` (``Action.fcurves`` is gone).
+    """
+    action = bpy.data.actions.new(action_name)
+    anim = id_data.animation_data or id_data.animation_data_create()
+    anim.action = action
+    if bpy.app.version < (4, 4, 0):
+        return action, action.fcurves
+
+    from bpy_extras import anim_utils
+
+    slot = action.slots.new(id_type=id_data.id_type, name=id_data.name)
+    anim.action_slot = slot
+    ensure = getattr(anim_utils, "action_ensure_channelbag_for_slot", None)
+    if ensure is not None:
+        channelbag = ensure(action, slot)
+    else:
+        channelbag = anim_utils.action_get_channelbag_for_slot(action, slot)
+        if channelbag is None:
+            layer = action.layers[0] if len(action.layers) else action.layers.new("Layer")
+            strip = layer.strips[0] if len(layer.strips) else layer.strips.new(type='KEYFRAME')
+            channelbag = strip.channelbags.new(slot)
+    return action, channelbag.fcurves
+
+
+def set_keyframes(fcurve, frames, values) -> None:
+    """Bulk-write linear keyframes (never keyframe_insert per key)."""
+    co = np.empty(2 * len(frames), dtype=np.float32)
+    co[0::2] = frames
+    co[1::2] = values
+    points = fcurve.keyframe_points
+    points.add(len(frames))
+    points.foreach_set("co", co)
+    points.foreach_set("interpolation", np.full(len(frames), LINEAR, dtype=np.int32))
+    fcurve.update()
+
+
+# ---------------------------------------------------------------------------------------
+# Shape keys
+
+
+def shape_key_name(frame: int) -> str:
+    return f"{KEY_PREFIX}{frame:04d}"
+
+
+def write_shape_keys(obj, frames, local_positions: np.ndarray) -> dict:
+    """One shape key per frame plus the value F-curves. Returns the bake record.
+
+    The mesh must not have shape keys (the caller checks). On any exception everything
+    added so far is removed again.
+    """
+    frames = [int(f) for f in frames]
+    mesh = obj.data
+    record = {"output": "SHAPE_KEYS", "keys": [], "action": "", "basis": BASIS_NAME}
+    try:
+        basis = obj.shape_key_add(name=BASIS_NAME, from_mix=False)
+        record["basis"] = basis.name
+        key = mesh.shape_keys
+        key.use_relative = True
+        names = []
+        for frame, positions in zip(frames, local_positions):
+            block = obj.shape_key_add(name=shape_key_name(frame), from_mix=False)
+            block.data.foreach_set("co", np.ascontiguousarray(positions, dtype=np.float32).ravel())
+            names.append(block.name)
+            record["keys"] = names
+        action, fcurves = new_action_fcurves(key, ACTION_PREFIX + obj.name)
+        record["action"] = action.name
+        last = len(frames) - 1
+        for i, (frame, name) in enumerate(zip(frames, names)):
+            # 1 at its own frame, 0 at the neighbours; constant extrapolation keeps the
+            # first key on before the range and the last key on after it.
+            neighbours = ([frames[i - 1]] if i > 0 else []) + [frame] + ([frames[i + 1]] if i < last else [])
+            values = [0.0 if f != frame else 1.0 for f in neighbours]
+            fcurve = fcurves.new(f'key_blocks["{name}"].value', index=0)
+            set_keyframes(fcurve, neighbours, values)
+        mesh.update()
+    except BaseException:
+        remove_shape_keys(obj, record)
+        raise
+    return record
+
+
+def remove_shape_keys(obj, record: dict) -> None:
+    mesh = obj.data
+    key = mesh.shape_keys
+    action = bpy.data.actions.get(record.get("action", "")) if record.get("action") else None
+    if key is not None:
+        ours = set(record.get("keys", []))
+        basis = record.get("basis", BASIS_NAME)
+        others = [kb.name for kb in key.key_blocks if kb.name not in ours and kb.name != basis]
+        if not others:
+            obj.shape_key_clear()  # only our keys: drop the whole Key data-block
+        else:
+            for name in ours:
+                block = key.key_blocks.get(name)
+                if block is not None:
+                    obj.shape_key_remove(block)
+            if key.animation_data and action is not None and key.animation_data.action == action:
+                key.animation_data.action = None
+    if action is not None:
+        bpy.data.actions.remove(action)
+    mesh.update()
+
+
+# ---------------------------------------------------------------------------------------
+# PC2 + Mesh Cache
+
+
+def write_pc2(filepath: str, start_frame: float, local_positions: np.ndarray, sample_rate: float = 1.0) -> None:
+    """Write a PC2 file atomically (a temporary file renamed into place)."""
+    samples, points, _ = local_positions.shape
+    directory = os.path.dirname(filepath)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    temporary = filepath + ".part"
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(PC2_HEADER.pack(PC2_MAGIC, 1, points, float(start_frame), float(sample_rate), samples))
+            np.ascontiguousarray(local_positions, dtype="<f4").tofile(handle)
+        os.replace(temporary, filepath)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def read_pc2(filepath: str):
+    """(start_frame, sample_rate, positions (samples, points, 3)) of a PC2 file."""
+    with open(filepath, "rb") as handle:
+        magic, version, points, start, rate, samples = PC2_HEADER.unpack(handle.read(PC2_HEADER.size))
+        if magic != PC2_MAGIC or version != 1:
+            raise ValueError(f"{filepath} is not a PC2 file")
+        data = np.fromfile(handle, dtype="<f4", count=samples * points * 3)
+    return start, rate, data.reshape(samples, points, 3)
+
+
+def move_modifier_first(obj, modifier) -> None:
+    index = list(obj.modifiers).index(modifier)
+    if index == 0:
+        return
+    if hasattr(obj.modifiers, "move"):
+        obj.modifiers.move(index, 0)
+    else:
+        with bpy.context.temp_override(object=obj, active_object=obj):
+            bpy.ops.object.modifier_move_to_index(modifier=modifier.name, index=0)
+
+
+def add_mesh_cache(obj, filepath_setting: str, start_frame: int) -> dict:
+    """Mesh Cache modifier reading the PC2 file; first in the stack so that the user's
+    modifiers work on the simulated cage, like on the original mesh."""
+    modifier = obj.modifiers.new(MODIFIER_NAME, 'MESH_CACHE')
+    try:
+        modifier.cache_format = 'PC2'
+        modifier.filepath = filepath_setting
+        modifier.time_mode = 'FRAME'
+        modifier.play_mode = 'SCENE'
+        modifier.frame_start = float(start_frame)  # sample 0 plays at the first baked frame
+        modifier.frame_scale = 1.0
+        modifier.interpolation = 'LINEAR'
+        modifier.deform_mode = 'OVERWRITE'
+        modifier.forward_axis = 'POS_Y'
+        modifier.up_axis = 'POS_Z'
+        move_modifier_first(obj, modifier)
+    except BaseException:
+        obj.modifiers.remove(modifier)
+        raise
+    return {"output": "PC2", "modifier": modifier.name, "filepath": filepath_setting}
+
+
+# ---------------------------------------------------------------------------------------
+# Bake record
+
+
+def bake_record(obj) -> dict | None:
+    record = obj.get(BAKE_RECORD)
+    return None if record is None else record.to_dict()
+
+
+def store_record(obj, record: dict) -> None:
+    obj[BAKE_RECORD] = record
+
+
+def free_bake(obj) -> bool:
+    """Remove exactly what the last bake added (shape keys and their action, or the Mesh
+    Cache modifier). The PC2 file itself stays on disk so that undo can bring the modifier
+    back. Returns False when the object has no bake."""
+    record = bake_record(obj)
+    if record is None:
+        return False
+    if record.get("output") == "SHAPE_KEYS":
+        remove_shape_keys(obj, record)
+    elif record.get("output") == "PC2":
+        modifier = obj.modifiers.get(record.get("modifier", ""))
+        if modifier is not None and modifier.type == 'MESH_CACHE':
+            obj.modifiers.remove(modifier)
+    del obj[BAKE_RECORD]
+    return True

@@ -1,0 +1,566 @@
+"""The bake inside real Blender (bpy module, in this process) against the core run directly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from test_addon_helpers import (
+    make_grid,
+    make_mesh_object,
+    mesh_fingerprint,
+    pin,
+    require_bpy,
+    reset_scene,
+    set_edge_marks,
+    submodule,
+    world_coordinates,
+)
+
+bpy = require_bpy()
+import mass_spring  # noqa: E402  (after the skip above)
+
+FPS = 24
+SUBSTEPS = 5
+
+
+@pytest.fixture
+def scene():
+    return reset_scene()
+
+
+@pytest.fixture
+def bake():
+    return submodule("bake")
+
+
+def configure(obj, **overrides):
+    settings = obj.mass_spring
+    settings.enabled = True
+    settings.total_mass = 2.0
+    settings.stiffness = 300.0
+    settings.damping = 0.2
+    settings.substeps = SUBSTEPS
+    settings.integrator = 'GENERALIZED_ALPHA'
+    settings.rho_inf = 0.8
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    return settings
+
+
+def core_reference(world_start, masses, pinned, edges, frames, stiffness=300.0, damping=0.2,
+                   rigid=None, pin_targets=None, gravity=(0.0, 0.0, -9.81), velocities=None):
+    """The core run directly on the same system: positions (F, N, 3) per frame.
+
+    Blender stores float properties in single precision: use the values it holds.
+    """
+    damping, rho_inf = float(np.float32(damping)), float(np.float32(0.8))
+    gravity = np.asarray(gravity, dtype=np.float32).astype(float)
+    rigid = np.zeros(len(edges), dtype=bool) if rigid is None else rigid
+    mss = mass_spring.MassSpringSystem3d.from_arrays(
+        world_start, masses, fixed=pinned, velocities=velocities, springs=edges[~rigid],
+        stiffness=stiffness, damping=damping, constraints=edges[rigid], gravity=np.array(gravity))
+    mss.set_integrator("generalized_alpha", rho_inf=rho_inf)
+    out = [mss.vertex_positions()]
+    for k in range(1, frames):
+        if pin_targets is not None:
+            mss.fix_positions = pin_targets(k)[np.asarray(mss.fixed_vertices)]
+        mss.simulate(1.0 / FPS, SUBSTEPS)
+        out.append(mss.vertex_positions())
+    return np.array(out)
+
+
+def grid_edges(obj):
+    pairs = np.empty(len(obj.data.edges) * 2, dtype=np.int32)
+    obj.data.edges.foreach_get("vertices", pairs)
+    return pairs.reshape(-1, 2).astype(np.int64)
+
+
+def at_frame(scene, obj, frame):
+    scene.frame_set(frame)
+    return world_coordinates(obj)
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+def test_shape_key_bake_matches_core(scene, bake):
+    obj = make_grid(nx=5, ny=4, location=(0.5, -0.2, 1.0))
+    obj.rotation_euler = (0.3, 0.0, 0.4)
+    bpy.context.view_layer.update()
+    configure(obj)
+    pin(obj, [0, 4])
+    start = world_coordinates(obj)
+
+    result = bake.bake_object(scene, obj)
+
+    n = len(start)
+    pinned = np.zeros(n, dtype=bool)
+    pinned[[0, 4]] = True
+    reference = core_reference(start, np.full(n, 2.0 / n), pinned, grid_edges(obj), 24,
+                               pin_targets=lambda k: start)
+    assert result.positions.shape == (24, n, 3)
+    np.testing.assert_allclose(result.positions, reference, atol=1e-9)
+    for frame in (1, 2, 7, 13, 24):
+        np.testing.assert_allclose(at_frame(scene, obj, frame), reference[frame - 1], atol=2e-6)
+    # Outside the range the first / last state holds.
+    np.testing.assert_allclose(at_frame(scene, obj, 40), reference[-1], atol=2e-6)
+    # Between frames: linear interpolation of the two neighbours.
+    scene.frame_set(10, subframe=0.25)
+    np.testing.assert_allclose(world_coordinates(obj), 0.75 * reference[9] + 0.25 * reference[10], atol=2e-6)
+    # The unpinned vertices did move (the test is not vacuous).
+    assert np.abs(reference[-1] - reference[0]).max() > 0.05
+
+
+def test_initial_linear_and_angular_velocity(scene, bake):
+    obj = make_grid(nx=3, ny=3, location=(1.0, 0.0, 0.0))
+    configure(obj, use_gravity=False, initial_velocity=(0.0, 0.0, 1.0),
+              initial_angular_velocity=(0.0, 0.0, 2.0))
+    start = world_coordinates(obj)
+    result = bake.bake_object(scene, obj)
+    n = len(start)
+    origin = np.array([1.0, 0.0, 0.0])
+    velocities = np.array([0.0, 0.0, 1.0]) + np.cross([0.0, 0.0, 2.0], start - origin)
+    reference = core_reference(start, np.full(n, 2.0 / n), np.zeros(n, bool), grid_edges(obj), 24,
+                               gravity=(0, 0, 0), velocities=velocities)
+    np.testing.assert_allclose(result.positions, reference, atol=1e-9)
+    np.testing.assert_allclose(at_frame(scene, obj, 24), reference[-1], atol=2e-6)
+    # The centre rises at 1 m/s (free flight, no gravity).
+    centre = at_frame(scene, obj, 24).mean(axis=0)
+    assert centre[2] == pytest.approx(23 / FPS, abs=1e-4)
+
+
+def test_scene_gravity_switch_is_respected(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    scene.use_gravity = False
+    bake.bake_object(scene, obj)
+    np.testing.assert_allclose(at_frame(scene, obj, 24), at_frame(scene, obj, 1), atol=1e-6)
+
+
+def test_rigid_edges_keep_their_length(scene, bake):
+    # A pendulum of rods swinging down from horizontal, plus one soft spring across.
+    vertices = [(0.0, 0.0, 0.0), (0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (1.0, 0.3, 0.0)]
+    edges = [(0, 1), (1, 2), (2, 3), (1, 3)]
+    obj = make_mesh_object("Pendulum", vertices, edges=edges, location=(0, 0, 2))
+    configure(obj, stiffness=50.0)
+    pin(obj, [0])
+    set_edge_marks(obj, "ms_rigid", [0, 1, 2])
+    bake.bake_object(scene, obj)
+    rods = np.array(edges[:3])
+    rest = np.linalg.norm(np.diff(np.array(vertices)[rods], axis=1)[:, 0], axis=1)
+    swung = False
+    for frame in range(1, 25):
+        x = at_frame(scene, obj, frame)
+        length = np.linalg.norm(x[rods[:, 1]] - x[rods[:, 0]], axis=1)
+        np.testing.assert_allclose(length, rest, rtol=1e-6)
+        swung |= x[2, 2] < 1.8
+    assert swung, "the pendulum should fall"
+
+
+def test_rope_edges_go_slack(scene, bake):
+    # A mass standing on a rope above its anchor: a rope can't push, so the mass falls
+    # freely; a spring of the same stiffness would hold it up.
+    obj = make_mesh_object("Rope", [(0, 0, 0), (0, 0, 1)], edges=[(0, 1)])
+    configure(obj, stiffness=1000.0, damping=0.0)
+    pin(obj, [0])
+    set_edge_marks(obj, "ms_rope", [0])
+    bake.bake_object(scene, obj)
+    t = 4 / FPS
+    assert at_frame(scene, obj, 5)[1, 2] == pytest.approx(1.0 - 0.5 * 9.81 * t * t, abs=1e-3)
+    obj.data.attributes.remove(obj.data.attributes["ms_rope"])
+    bake.bake_object(scene, obj)
+    assert at_frame(scene, obj, 5)[1, 2] > 0.98
+
+
+def test_pins_follow_the_animated_object(scene, bake):
+    obj = make_grid(nx=4, ny=3, location=(0, 0, 1))
+    configure(obj)
+    pin(obj, [0, 3])
+    obj.location = (0.0, 0.0, 1.0)
+    obj.keyframe_insert("location", frame=1)
+    obj.location = (2.0, 0.0, 1.5)
+    obj.keyframe_insert("location", frame=24)
+    local_pins = np.array([obj.data.vertices[i].co[:] for i in (0, 3)])
+    scene.frame_set(5)  # the bake must put the frame back
+
+    bake.bake_object(scene, obj)
+
+    assert scene.frame_current == 5
+    free_moved = False
+    for frame in (1, 6, 12, 18, 24):
+        x = at_frame(scene, obj, frame)
+        matrix = np.array(obj.matrix_world)
+        expected = local_pins @ matrix[:3, :3].T + matrix[:3, 3]
+        np.testing.assert_allclose(x[[0, 3]], expected, atol=2e-6)
+        free_moved |= np.abs(x[5] - (np.array(obj.data.vertices[5].co) @ matrix[:3, :3].T + matrix[:3, 3])).max() > 0.01
+    assert free_moved
+    # The anchors swing the grid to the right: the far edge follows.
+    assert at_frame(scene, obj, 24)[10, 0] > at_frame(scene, obj, 1)[10, 0] + 1.0
+
+
+def test_stiffness_attribute_and_mass_group(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    pin(obj, [0, 2])
+    attribute = obj.data.attributes.new("stiff", 'FLOAT', 'EDGE')
+    scale = np.linspace(0.5, 2.0, len(obj.data.edges)).astype(np.float32)
+    attribute.data.foreach_set("value", scale)
+    weights = obj.vertex_groups.new(name="Heavy")
+    weights.add(list(range(9)), 1.0, 'REPLACE')
+    weights.add([4], 3.0 / 1.0, 'REPLACE')  # weights are clamped to 1 by Blender
+    weights.add([8], 0.5, 'REPLACE')
+    obj.mass_spring.stiffness_attribute = "stiff"
+    obj.mass_spring.mass_group = "Heavy"
+    start = world_coordinates(obj)
+    result = bake.bake_object(scene, obj)
+    w = np.ones(9)
+    w[8] = 0.5
+    pinned = np.zeros(9, bool)
+    pinned[[0, 2]] = True
+    edges = grid_edges(obj)
+    mss = mass_spring.MassSpringSystem3d.from_arrays(
+        start, 2.0 * w / w.sum(), fixed=pinned, springs=edges, stiffness=300.0 * scale.astype(float),
+        damping=float(np.float32(0.2)), gravity=np.array([0, 0, -9.81], dtype=np.float32).astype(float))
+    mss.set_integrator("generalized_alpha", rho_inf=float(np.float32(0.8)))
+    for _ in range(23):
+        mss.simulate(1 / FPS, SUBSTEPS)
+    np.testing.assert_allclose(result.positions[-1], mss.vertex_positions(), atol=1e-9)
+
+
+# --------------------------------------------------------------------- outputs and state
+
+
+def test_pc2_output_with_mesh_cache_first_in_stack(scene, bake, tmp_path):
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "pc2.blend"))
+    scene = bpy.context.scene
+    obj = make_grid(nx=4, ny=4)
+    configure(obj, output='PC2', pc2_path="//cache/grid.pc2")
+    pin(obj, [0])
+    subsurf = obj.modifiers.new("Subdivision", 'SUBSURF')
+    subsurf.show_viewport = False  # compare the raw cage below
+    result = bake.bake_object(scene, obj)
+    assert (tmp_path / "cache" / "grid.pc2").exists()
+    assert [m.type for m in obj.modifiers] == ['MESH_CACHE', 'SUBSURF']
+    writers = submodule("writers")
+    start, rate, samples = writers.read_pc2(str(tmp_path / "cache" / "grid.pc2"))
+    assert (start, rate, samples.shape) == (1.0, 1.0, (24, 16, 3))
+    for frame in (1, 9, 24):
+        np.testing.assert_allclose(at_frame(scene, obj, frame), result.positions[frame - 1], atol=2e-6)
+    assert obj.data.shape_keys is None
+    # Free Bake removes the modifier it added and nothing else.
+    assert bake.free_bake(obj)
+    assert [m.name for m in obj.modifiers] == ["Subdivision"]
+    # Switching outputs replaces one kind of bake by the other.
+    obj.mass_spring.output = 'SHAPE_KEYS'
+    bake.bake_object(scene, obj)
+    obj.mass_spring.output = 'PC2'
+    bake.bake_object(scene, obj)
+    assert obj.data.shape_keys is None and len(bpy.data.actions) == 0
+    assert [m.type for m in obj.modifiers] == ['MESH_CACHE', 'SUBSURF']
+    obj.mass_spring.output = 'SHAPE_KEYS'
+    bake.bake_object(scene, obj)
+    assert [m.type for m in obj.modifiers] == ['SUBSURF'] and len(obj.data.shape_keys.key_blocks) == 25
+
+
+def test_refuses_zero_scale(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    configure(obj)
+    obj.scale = (1, 1, 1)
+    obj.keyframe_insert("scale", frame=1)
+    obj.scale = (1, 0, 1)
+    obj.keyframe_insert("scale", frame=24)
+    assert_refused(bake, scene, obj, "frame 24", "scale of 0")
+
+
+def test_free_bake_restores_the_original(scene, bake):
+    obj = make_grid(nx=4, ny=3)
+    configure(obj)
+    pin(obj, [0])
+    obj.modifiers.new("Subdivision", 'SUBSURF')
+    before = mesh_fingerprint(obj)
+    start = world_coordinates(obj)
+    bake.bake_object(scene, obj)
+    assert obj.data.shape_keys is not None and bake.has_bake(obj)
+    assert mesh_fingerprint(obj) != before
+    assert bake.free_bake(obj)
+    assert mesh_fingerprint(obj) == before
+    np.testing.assert_allclose(at_frame(scene, obj, 20), start, atol=1e-7)
+    assert not bake.free_bake(obj)  # nothing left to free
+
+
+def test_bake_again_replaces_the_previous_bake(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    pin(obj, [0])
+    bake.bake_object(scene, obj)
+    first = at_frame(scene, obj, 24)
+    obj.mass_spring.stiffness = 30.0
+    scene.frame_end = 12
+    bake.bake_object(scene, obj)
+    assert len(obj.data.shape_keys.key_blocks) == 1 + 12
+    assert len(bpy.data.actions) == 1
+    assert not np.allclose(at_frame(scene, obj, 12), first)
+    # Switching output replaces the shape keys by a cache, not both.
+    bake.free_bake(obj)
+    assert obj.data.shape_keys is None and len(bpy.data.actions) == 0
+
+
+def test_cancel_leaves_no_trace(scene, bake):
+    obj = make_grid(nx=4, ny=4)
+    configure(obj)
+    pin(obj, [0])
+    before = mesh_fingerprint(obj)
+    calls = []
+    with pytest.raises(bake.BakeCancelled):
+        bake.bake_object(scene, obj, should_cancel=lambda: calls.append(1) or True, budget_seconds=0.0)
+    assert calls and mesh_fingerprint(obj) == before
+
+    # With a previous bake the old one stays as it was.
+    bake.bake_object(scene, obj)
+    baked = mesh_fingerprint(obj)
+    obj.mass_spring.stiffness = 10.0
+    with pytest.raises(bake.BakeCancelled):
+        bake.bake_object(scene, obj, should_cancel=lambda: True, budget_seconds=0.0)
+    assert mesh_fingerprint(obj) == baked
+
+
+def test_progress_reports_frames(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    seen = []
+    bake.bake_object(scene, obj, progress=lambda frame, done, total: seen.append((frame, done, total)),
+                     budget_seconds=0.0)
+    assert seen[-1] == (24, 23, 23)
+    assert [d for _, d, _ in seen] == sorted(d for _, d, _ in seen)
+
+
+def test_bake_job_steps_like_the_modal_operator(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    job = bake.BakeJob(scene, obj)
+    fractions = []
+    while not job.step(0.0):
+        fractions.append(job.fraction)
+        assert "Esc to cancel" in job.status()
+    result = job.finish()
+    assert fractions == sorted(fractions) and result.frame_count == 24
+
+
+def test_operators_bake_and_free(scene):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    assert bpy.ops.mass_spring.bake() == {'FINISHED'}
+    assert len(obj.data.shape_keys.key_blocks) == 25
+    assert bpy.ops.mass_spring.free_bake() == {'FINISHED'}
+    assert obj.data.shape_keys is None
+    assert not bpy.ops.mass_spring.free_bake.poll()
+    # INVOKE in background (no event loop) runs the bake synchronously.
+    assert bpy.ops.mass_spring.bake('INVOKE_DEFAULT') == {'FINISHED'}
+
+
+def test_undo_restores(scene):
+    """Undo after Bake and after Free Bake.
+
+    With the bpy module (background mode) Blender does not push the undo step that an
+    operator with bl_options {'UNDO'} gets in the UI, so the test pushes it where the
+    window manager would (right after the operator finishes) and then undoes through
+    the real undo system (memfile undo, as in the UI).
+    """
+    assert 'UNDO' in bpy.types.MASS_SPRING_OT_bake.bl_options
+    assert 'UNDO' in bpy.types.MASS_SPRING_OT_free_bake.bl_options
+    assert 'UNDO' in bpy.types.MASS_SPRING_OT_mark_edges.bl_options
+    window = bpy.context.window_manager.windows[0]
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    before = mesh_fingerprint(obj)
+    with bpy.context.temp_override(window=window):
+        bpy.ops.ed.undo_push(message="before bake")
+        assert bpy.ops.mass_spring.bake() == {'FINISHED'}
+        bpy.ops.ed.undo_push(message="Bake Mass–Spring")
+        baked = mesh_fingerprint(bpy.data.objects["Grid"])
+        assert baked != before
+        bpy.ops.ed.undo()
+        assert mesh_fingerprint(bpy.data.objects["Grid"]) == before
+        bpy.ops.ed.redo()
+        assert mesh_fingerprint(bpy.data.objects["Grid"]) == baked
+        bpy.context.view_layer.objects.active = bpy.data.objects["Grid"]
+        assert bpy.ops.mass_spring.free_bake() == {'FINISHED'}
+        bpy.ops.ed.undo_push(message="Free Bake")
+        assert mesh_fingerprint(bpy.data.objects["Grid"]) == before
+        bpy.ops.ed.undo()
+        assert mesh_fingerprint(bpy.data.objects["Grid"]) == baked
+        obj = bpy.data.objects["Grid"]
+        bpy.context.scene.frame_set(24)  # undo replaced every data-block: look them up again
+        assert not np.allclose(world_coordinates(obj), np.array(before["co"]))  # still plays
+
+
+# --------------------------------------------------------------------------- edge marks
+
+
+def test_mark_operators_in_edit_mode(scene):
+    obj = make_grid(nx=3, ny=2)
+    bpy.ops.object.mode_set(mode='EDIT')
+    bpy.ops.mesh.select_all(action='DESELECT')
+    import bmesh
+    bm = bmesh.from_edit_mesh(obj.data)
+    bm.edges.ensure_lookup_table()
+    for index in (0, 1):
+        bm.edges[index].select = True
+    bmesh.update_edit_mesh(obj.data)
+    assert bpy.ops.mass_spring.mark_edges(mark='RIGID') == {'FINISHED'}
+    overlay = submodule("overlay")
+    assert overlay.marked_edge_counts(obj) == {"ms_rigid": 2}
+    assert bpy.ops.mass_spring.mark_edges(mark='ROPE') == {'FINISHED'}  # rope replaces rigid
+    bm = bmesh.from_edit_mesh(obj.data)
+    bm.edges.ensure_lookup_table()
+    bm.edges[0].select = False
+    bmesh.update_edit_mesh(obj.data)
+    assert bpy.ops.mass_spring.mark_edges(mark='ROPE', clear=True) == {'FINISHED'}
+    bpy.ops.object.mode_set(mode='OBJECT')
+    rigid = np.zeros(len(obj.data.edges), bool)
+    rope = np.zeros(len(obj.data.edges), bool)
+    obj.data.attributes["ms_rigid"].data.foreach_get("value", rigid)
+    obj.data.attributes["ms_rope"].data.foreach_get("value", rope)
+    assert not rigid.any() and rope.tolist() == [True] + [False] * (len(rope) - 1)
+    assert not bpy.ops.mass_spring.mark_edges.poll()  # Object Mode: nothing to mark
+    # The overlay draws the marked edge where it is, in world space.
+    segments = overlay.marked_edge_segments(obj, bpy.context.evaluated_depsgraph_get())
+    e = obj.data.edges[0].vertices
+    matrix = np.array(obj.matrix_world)
+    expected = np.array([obj.data.vertices[i].co[:] for i in e]) @ matrix[:3, :3].T + matrix[:3, 3]
+    np.testing.assert_allclose(segments["ms_rope"], expected, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def assert_refused(bake, scene, obj, *words):
+    before = mesh_fingerprint(obj) if obj is not None and obj.type == 'MESH' else None
+    with pytest.raises(bake.BakeError) as info:
+        bake.bake_object(scene, obj)
+    message = str(info.value)
+    for word in words:
+        assert word.lower() in message.lower(), message
+    if before is not None:
+        assert mesh_fingerprint(obj) == before
+    return message
+
+
+def test_refuses_non_mesh(scene, bake):
+    empty = bpy.data.objects.new("Empty", None)
+    scene.collection.objects.link(empty)
+    assert_refused(bake, scene, empty, "mesh object")
+    assert_refused(bake, scene, None, "mesh object")
+
+
+def test_refuses_mesh_without_edges(scene, bake):
+    obj = make_mesh_object("Points", [(0, 0, 0), (1, 0, 0)])
+    configure(obj)
+    assert_refused(bake, scene, obj, "no edges")
+
+
+def test_refuses_zero_length_edge(scene, bake):
+    obj = make_mesh_object("Doubled", [(0, 0, 0), (1, 0, 0), (1, 0, 0)], edges=[(0, 1), (1, 2)])
+    configure(obj)
+    assert_refused(bake, scene, obj, "zero length", "edge 1", "merge by distance")
+
+
+def test_refuses_all_pinned(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    configure(obj)
+    pin(obj, range(4))
+    assert_refused(bake, scene, obj, "every vertex is pinned", "Pins")
+
+
+def test_refuses_missing_vertex_group(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    configure(obj, pin_group="Anchors")
+    assert_refused(bake, scene, obj, "'Anchors' does not exist")
+    obj.mass_spring.pin_group = ""
+    obj.mass_spring.mass_group = "Weights"
+    assert_refused(bake, scene, obj, "mass vertex group 'Weights'")
+    obj.mass_spring.mass_group = ""
+    obj.mass_spring.stiffness_attribute = "nope"
+    assert_refused(bake, scene, obj, "stiffness attribute 'nope'")
+
+
+def test_refuses_free_vertex_without_mass(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    configure(obj, mass_group="Light")
+    group = obj.vertex_groups.new(name="Light")
+    group.add([0, 1, 2], 1.0, 'REPLACE')
+    assert_refused(bake, scene, obj, "vertex 3", "mass")
+    pin(obj, [3])  # pinned vertices need no mass
+    bake.bake_object(scene, obj)
+
+
+def test_refuses_edit_mode(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    configure(obj)
+    bpy.ops.object.mode_set(mode='EDIT')
+    with pytest.raises(bake.BakeError, match="Edit Mode"):
+        bake.bake_object(scene, obj)
+    assert not bpy.ops.mass_spring.bake.poll()
+    bpy.ops.object.mode_set(mode='OBJECT')
+    assert obj.data.shape_keys is None
+
+
+def test_refuses_existing_shape_keys(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    obj.shape_key_add(name="Basis")
+    smile = obj.shape_key_add(name="Smile")
+    smile.data[0].co = (0.0, 0.0, 0.5)
+    assert_refused(bake, scene, obj, "already has shape keys", "'Smile'")
+    assert obj.data.shape_keys.key_blocks["Smile"].data[0].co[2] == pytest.approx(0.5)
+
+
+def test_refuses_shared_mesh_for_shape_keys(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    configure(obj)
+    twin = bpy.data.objects.new("Twin", obj.data)
+    scene.collection.objects.link(twin)
+    assert_refused(bake, scene, obj, "shared by 2 objects")
+    obj.mass_spring.output = 'PC2'
+    assert_refused(bake, scene, obj, "has not been saved")  # PC2 is per object but needs a file
+
+
+def test_refuses_not_enabled(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    assert_refused(bake, scene, obj, "not enabled")
+
+
+def test_refuses_rigid_edges_with_explicit_integrator(scene, bake):
+    obj = make_grid(nx=2, ny=2)
+    configure(obj, integrator='RK2')
+    set_edge_marks(obj, "ms_rigid", [0])
+    assert_refused(bake, scene, obj, "rigid", "Generalized-α")
+
+
+def test_diverging_simulation_names_frame_and_cure(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj, integrator='EXPLICIT_EULER', stiffness=1e6, substeps=1)
+    pin(obj, [0])
+    message = assert_refused(bake, scene, obj, "frame", "substeps")
+    assert scene.frame_current == 1
+    assert not math.isnan(len(message))
+
+
+def test_modifiers_are_kept_and_work_on_the_baked_cage(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    pin(obj, [0, 2])
+    obj.modifiers.new("Subdivision", 'SUBSURF')
+    armature = obj.modifiers.new("Armature", 'ARMATURE')
+    result = bake.bake_object(scene, obj)
+    assert any("Armature" in w for w in result.warnings)
+    assert [m.name for m in obj.modifiers] == ["Subdivision", "Armature"]
+    scene.frame_set(24)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    assert len(obj.evaluated_get(depsgraph).data.vertices) > 9  # subdivided
+    obj.modifiers.remove(armature)
+    obj.modifiers["Subdivision"].show_viewport = False
+    np.testing.assert_allclose(at_frame(scene, obj, 24), result.positions[-1], atol=2e-6)
