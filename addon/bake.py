@@ -173,7 +173,10 @@ class BakeJob:
         self.started = time.perf_counter()
         self.simulate_seconds = 0.0
         if transform_is_static(obj):
-            self._matrices = [np.array(obj.matrix_world, dtype=np.float64)] * len(self.frames)
+            # matrix_basis, not matrix_world: a script that just set the location or
+            # rotation has not updated matrix_world yet (no depsgraph evaluation), and
+            # without parent or constraints the two are the same.
+            self._matrices = [np.array(obj.matrix_basis, dtype=np.float64)] * len(self.frames)
             self._sampled_transforms = 0
         else:
             self._sampled_transforms = len(self.frames)

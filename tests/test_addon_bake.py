@@ -564,3 +564,18 @@ def test_modifiers_are_kept_and_work_on_the_baked_cage(scene, bake):
     obj.modifiers.remove(armature)
     obj.modifiers["Subdivision"].show_viewport = False
     np.testing.assert_allclose(at_frame(scene, obj, 24), result.positions[-1], atol=2e-6)
+
+
+def test_transform_set_by_a_script_without_update_is_used(scene, bake):
+    """A script sets the rotation and bakes at once (no depsgraph update in between): the
+    bake must use the new transform, not the stale matrix_world. A horizontal rod rotated
+    by 90 degrees about Y hangs straight down and must stay there."""
+    obj = make_mesh_object("Rod", [(0, 0, 0), (1, 0, 0)], [(0, 1)], location=(0, 0, 2))
+    configure(obj, total_mass=1.0)
+    pin(obj, [0])
+    set_edge_marks(obj, "ms_rigid", [0])
+    obj.rotation_euler = (0.0, math.pi / 2, 0.0)  # local +X now points down (-Z)
+    result = bake.bake_object(scene, obj)
+    bob = result.positions[:, 1]
+    # (Blender keeps the rotation in single precision: cos(pi/2) = -4e-8.)
+    np.testing.assert_allclose(bob, np.tile([0.0, 0.0, 1.0], (len(bob), 1)), atol=1e-6)
