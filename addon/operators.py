@@ -6,6 +6,7 @@ from bpy.props import BoolProperty, EnumProperty
 
 from .bake import BakeError, BakeJob, bake_object, free_bake, has_bake
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
+from .overlay import remember_marks
 
 # Events that only move the view: let them through while a bake runs.
 NAVIGATION_EVENTS = {
@@ -195,6 +196,7 @@ def _set_edge_marks_object_mode(obj, name: str, other: str, clear: bool) -> int:
             other_attribute.data.foreach_set("value", values)
         return int(selected.sum())
     finally:
+        remember_marks(obj)
         bpy.ops.object.mode_set(mode='EDIT')
 
 

@@ -21,13 +21,17 @@ LINE_WIDTH = 4.0
 _handle = None
 
 
-def _marked_edges_edit_mode(mesh) -> dict:
+def _marked_edges_edit_mode(mesh) -> dict | None:
+    """{name: (2·M, 3) local end points} from the edit-mode BMesh; None when this Blender's
+    BMesh API has no boolean layers (4.2 has none, 4.5 has them)."""
     import bmesh
     bm = bmesh.from_edit_mesh(mesh)
-    result = {}
     layers = getattr(bm.edges.layers, "bool", None)
+    if layers is None:
+        return None
+    result = {}
     for name in COLORS:
-        layer = layers.get(name) if layers is not None else None
+        layer = layers.get(name)
         if layer is None:
             continue
         coords = [v.co[:] for e in bm.edges if e[layer] and not e.hide for v in e.verts]
@@ -36,44 +40,33 @@ def _marked_edges_edit_mode(mesh) -> dict:
     return result
 
 
-def marked_edge_counts(obj) -> dict:
-    """{attribute name: number of marked edges}, in Object or Edit Mode."""
-    mesh = obj.data
-    if mesh.is_editmode:
-        return {name: len(coords) // 2 for name, coords in _marked_edges_edit_mode(mesh).items()}
-    counts = {}
+def _edge_masks(mesh) -> dict:
+    masks = {}
     for name in COLORS:
         attribute = mesh.attributes.get(name)
         if attribute is not None and attribute.domain == 'EDGE' and attribute.data_type == 'BOOLEAN':
-            values = np.zeros(len(mesh.edges), dtype=bool)
-            attribute.data.foreach_get("value", values)
-            counts[name] = int(values.sum())
-    return counts
-
-
-def marked_edge_segments(obj, depsgraph=None) -> dict:
-    """{attribute name: (2·M, 3) world-space line end points} of the marked edges.
-
-    Object Mode uses the evaluated mesh when its vertices still match the base mesh (so the
-    marks move with a baked animation), else the base mesh.
-    """
-    mesh = obj.data
-    matrix = np.array(obj.matrix_world, dtype=np.float64)
-    if mesh.is_editmode:
-        local = _marked_edges_edit_mode(mesh)
-    else:
-        local = {}
-        masks = {}
-        for name in COLORS:
-            attribute = mesh.attributes.get(name)
-            if attribute is None or attribute.domain != 'EDGE' or attribute.data_type != 'BOOLEAN':
-                continue
             mask = np.zeros(len(mesh.edges), dtype=bool)
             attribute.data.foreach_get("value", mask)
-            if mask.any():
-                masks[name] = mask
-        if not masks:
-            return {}
+            masks[name] = mask
+    return masks
+
+
+# Blender 4.2 can't read boolean BMesh layers from Python, nor mesh attributes in Edit
+# Mode: there, Edit Mode shows the marks as they were when last seen in Object Mode (the
+# mark operator passes through Object Mode on those versions, so its own marks show).
+_object_mode_marks: dict = {}
+
+
+def _can_read_edit_mode() -> bool:
+    import bmesh
+    return hasattr(bmesh.types.BMLayerAccessEdge, "bool")
+
+
+def _local_segments_object_mode(obj, depsgraph=None) -> dict:
+    mesh = obj.data
+    masks = {name: mask for name, mask in _edge_masks(mesh).items() if mask.any()}
+    local = {}
+    if masks:
         source = mesh
         if depsgraph is not None:
             evaluated = obj.evaluated_get(depsgraph).data
@@ -87,6 +80,40 @@ def marked_edge_segments(obj, depsgraph=None) -> dict:
         pairs = pairs.reshape(-1, 2)
         for name, mask in masks.items():
             local[name] = co[pairs[mask].ravel()].astype(np.float64)
+    _object_mode_marks[mesh.name] = local
+    return local
+
+
+def remember_marks(obj) -> None:
+    """Record the marks of an object in Object Mode (for Edit Mode on Blender 4.2)."""
+    _local_segments_object_mode(obj)
+
+
+def _local_segments(obj, depsgraph=None) -> dict:
+    mesh = obj.data
+    if not mesh.is_editmode:
+        return _local_segments_object_mode(obj, depsgraph)
+    if _can_read_edit_mode():
+        return _marked_edges_edit_mode(mesh)
+    return _object_mode_marks.get(mesh.name, {})
+
+
+def marked_edge_counts(obj) -> dict:
+    """{attribute name: number of marked edges}, in Object or Edit Mode."""
+    mesh = obj.data
+    if mesh.is_editmode:
+        return {name: len(points) // 2 for name, points in _local_segments(obj).items()}
+    return {name: int(mask.sum()) for name, mask in _edge_masks(mesh).items()}
+
+
+def marked_edge_segments(obj, depsgraph=None) -> dict:
+    """{attribute name: (2·M, 3) world-space line end points} of the marked edges.
+
+    Object Mode uses the evaluated mesh when its vertices still match the base mesh (so the
+    marks move with a baked animation), else the base mesh.
+    """
+    matrix = np.array(obj.matrix_world, dtype=np.float64)
+    local = _local_segments(obj, depsgraph)
     return {name: points @ matrix[:3, :3].T + matrix[:3, 3] for name, points in local.items()}
 
 

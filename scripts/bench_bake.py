@@ -15,9 +15,11 @@ The add-on is loaded from the repo folder (or used as installed if it already is
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -42,6 +44,8 @@ def load_addon():
     sys.modules[PACKAGE] = package
     spec.loader.exec_module(package)
     package.register()
+    # bpy 4.2 / 4.5 crash or hang at exit while Python operators are still registered.
+    atexit.register(lambda: hasattr(bpy.types.Object, "mass_spring") and package.unregister())
     return package
 
 
@@ -129,7 +133,8 @@ def main(argv=None) -> int:
     bpy.ops.wm.read_factory_settings(use_empty=True)
     if not hasattr(bpy.types.Object, "mass_spring"):
         package.register()
-    workdir = tempfile.mkdtemp(prefix="msb_bench_")
+    workdir = tempfile.mkdtemp(prefix="msb_bench_")  # the .blend (for '//' paths) and PC2 file
+    atexit.register(shutil.rmtree, workdir, True)
     bpy.ops.wm.save_as_mainfile(filepath=os.path.join(workdir, "bench.blend"))
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, args.frames

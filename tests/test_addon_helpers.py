@@ -9,6 +9,7 @@ directory so the real user's configuration is never touched.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.util
 import json
@@ -48,7 +49,16 @@ def load_addon():
     sys.modules[PACKAGE] = package
     spec.loader.exec_module(package)
     package.register()
+    # bpy 4.2 crashes and 4.5 hangs on exit while Python-defined operators or panels are
+    # still registered (any add-on's, not just ours): unregister before Blender shuts down.
+    atexit.register(_unregister_at_exit, package)
     return package
+
+
+def _unregister_at_exit(package):
+    import bpy
+    if hasattr(bpy.types.Object, "mass_spring"):
+        package.unregister()
 
 
 def submodule(name: str):
