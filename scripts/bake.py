@@ -19,6 +19,7 @@ or 130 (interrupted), with one line saying what went wrong.
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import importlib.util
 import os
@@ -211,6 +212,8 @@ def _register_repo_addon() -> str:
     sys.modules[ADDON_NAME] = module
     spec.loader.exec_module(module)
     module.register()
+    # bpy 4.2 crashes and 4.5 hangs at exit while a Python operator is still registered.
+    atexit.register(module.unregister)
     return ADDON_NAME
 
 
