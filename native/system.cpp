@@ -460,6 +460,8 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
   // cK = -1 yields +dF/dq; the multiplier columns hold G^T = -dF/dlam.
   std::vector<Eigen::Triplet<double>> raw;
   TripletSink sink{&raw};
+  const bool definite = definite_newton_;
+  definite_newton_ = false;  // the exact derivatives
   assemble(kin, lam, 0.0, -1.0, 0.0, nullptr, nullptr, sink);
   d_qlam.clear();
   for (const auto& t : raw) {
@@ -471,6 +473,7 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
   d_v.clear();
   for (const auto& t : raw)
     if (t.row() < row_lam && t.col() < row_lam) d_v.push_back(t);
+  definite_newton_ = definite;
 }
 
 // ---------------------------------------------------------------- pattern and solver

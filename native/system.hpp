@@ -235,7 +235,8 @@ class System {
   // whose sum is the residual, hence of its round-off.
   mutable double element_force_scale_ = 0.0;
   double max_stiffness_ = 0.0;
-  // Newton matrix without the negative geometric stiffness (see implicit_step).
+  // Newton matrix without the negative geometric stiffness (see implicit_step); the
+  // exported jacobian() is always exact.
   mutable bool definite_newton_ = false;
 };
 
