@@ -550,9 +550,6 @@ void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, d
     for (int k = outer[r]; k < outer[r + 1]; ++k)
       if (inner[k] == r) constraint_diagonal_.push_back(k);
   P_ = J;
-  // A factorization costs about as much as a few solves on small systems but dozens on
-  // big 2-D/3-D meshes (fill grows faster than n): tolerate more iterations there.
-  stale_after_ = n < 3000 ? 3 : n < 20000 ? 8 : 16;
   ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
 }
 
@@ -569,6 +566,18 @@ bool NewtonLinearSolver::refactor() {
   const auto start = std::chrono::steady_clock::now();
   ldlt_.factorize(P_);
   factor_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (factorizations == 0 && ldlt_.info() == Eigen::Success) {
+    // Column counts of L: factoring costs sum(c^2), one solve 4 nnz(L) flops.
+    const SpMat& L = ldlt_.matrixL().nestedExpression();
+    double factor_flops = 0, solve_flops = 0;
+    for (Eigen::Index j = 0; j < L.outerSize(); ++j) {
+      const double cj = L.outerIndexPtr()[j + 1] - L.outerIndexPtr()[j];
+      factor_flops += cj * cj;
+      solve_flops += 4 * cj;
+    }
+    solves_per_factor_ = std::max(1.0, factor_flops / std::max(solve_flops, 1.0));
+  }
+  solves_since_factor_ = 0;
   ++factorizations;
   have_factor_ = ldlt_.info() == Eigen::Success;
   return have_factor_;
@@ -631,7 +640,9 @@ bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
     krylov_iterations += krylov.iterations();
     const bool ok = good(x);
     // A factor that needs several iterations has gone stale: refresh it next time.
-    if (krylov.iterations() > stale_after_ || !ok) have_factor_ = false;
+    // Iterations beyond the first are the price of a stale factor (two solves each).
+    solves_since_factor_ += 2 * std::max<long>(krylov.iterations() - 1, 0);
+    if (solves_since_factor_ >= solves_per_factor_ || !ok) have_factor_ = false;
     if (ok) return true;
   }
   if (!have_factor_ && !refactor()) return solve_lu(b, x);  // LDL^T broke down

@@ -86,7 +86,12 @@ class NewtonLinearSolver {
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;
-  int stale_after_ = 3;  // Krylov iterations that mark the factor stale (grows with size)
+  // Factor reuse as ski rental: a factorization costs as much as `solves_per_factor_`
+  // applications of the factor (from the flop counts of L, so the decision is
+  // deterministic); once the iterations spent with the current factor have cost that
+  // much, the next solve refactors.
+  double solves_per_factor_ = 1.0;
+  long solves_since_factor_ = 0;
   std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
