@@ -154,13 +154,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             and args.frame_end <= args.frame_start):
         parser.error(f"--frame-end ({args.frame_end}) must be after --frame-start ({args.frame_start})")
     if args.resolution:
-        try:
-            w, h = (int(v) for v in args.resolution.lower().split("x"))
-            assert w > 0 and h > 0
-        except (ValueError, AssertionError):
-            parser.error(f"--resolution must look like 1280x720, got {args.resolution!r}")
-        args.resolution = (w, h)
+        args.resolution = parse_resolution(args.resolution, parser)
     return args
+
+
+def parse_resolution(text: str, parser) -> tuple[int, int]:
+    """'1280x720' -> (1280, 720); anything else is a usage error of `parser`."""
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+        if w > 0 and h > 0:
+            return w, h
+    except ValueError:
+        pass
+    parser.error(f"--resolution must look like 1280x720, got {text!r}")
 
 
 # ----------------------------------------------------------------------------- add-on

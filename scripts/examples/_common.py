@@ -79,12 +79,7 @@ def parse_args(example, argv=None) -> argparse.Namespace:
     if args.frames < 2:
         p.error("--frames must be at least 2")
     if args.resolution:
-        try:
-            w, h = (int(v) for v in args.resolution.lower().split("x"))
-            assert w > 0 and h > 0
-        except (ValueError, AssertionError):
-            p.error(f"--resolution must look like 960x540, got {args.resolution!r}")
-        args.resolution = (w, h)
+        args.resolution = bake_cli.parse_resolution(args.resolution, p)
     else:
         args.resolution = DEFAULT_RESOLUTION
     return args
