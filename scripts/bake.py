@@ -219,8 +219,14 @@ def _register_repo_addon() -> str:
     spec.loader.exec_module(module)
     module.register()
     # bpy 4.2 crashes and 4.5 hangs at exit while a Python operator is still registered.
-    atexit.register(module.unregister)
+    atexit.register(_unregister_at_exit, module)
     return ADDON_NAME
+
+
+def _unregister_at_exit(module) -> None:
+    import bpy
+    if hasattr(bpy.types.Object, "mass_spring"):
+        module.unregister()
 
 
 def load_addon(source: str = "auto"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import importlib
-import importlib.util
 import os
 import shutil
 import sys
@@ -26,27 +25,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ADDON_DIR = REPO / "addon"
-PACKAGE = "mass_spring_baker"
 WRITE_LIMIT_SECONDS = 2.0
 
 
 def load_addon():
-    import bpy
-    for name in list(sys.modules):
-        if name == PACKAGE or name.endswith("." + PACKAGE):
-            if not hasattr(bpy.types.Object, "mass_spring"):
-                sys.modules[name].register()
-            return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(
-        PACKAGE, ADDON_DIR / "__init__.py", submodule_search_locations=[str(ADDON_DIR)])
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[PACKAGE] = package
-    spec.loader.exec_module(package)
-    package.register()
-    # bpy 4.2 / 4.5 crash or hang at exit while Python operators are still registered.
-    atexit.register(lambda: hasattr(bpy.types.Object, "mass_spring") and package.unregister())
-    return package
+    """The add-on's package: as installed, or registered from the repo's addon/ folder
+    (the headless bake script's loader)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import bake as headless
+    return sys.modules[headless.load_addon("auto").__package__]
 
 
 def build_grid(bpy, n: int, size: float):

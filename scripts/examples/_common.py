@@ -248,24 +248,11 @@ def add_title(text, subtitle, stage: dict, aspect: float = 16 / 9):
 
 
 def render_still(scene, path: Path, frame: int, resolution) -> None:
-    scene.frame_set(int(frame))
     scenes.set_render_defaults(scene, resolution=resolution)
     # Workbench's stencil shadows need closed meshes: the open backdrop sheet of
     # scenes.add_stage() shades itself grey except for a lit wedge. Cavity stays on.
     scene.display.shading.show_shadows = False
-    render = scene.render
-    image = render.image_settings
-    if hasattr(image, "media_type"):
-        image.media_type = "IMAGE"
-    image.file_format = "PNG"
-    image.color_mode = "RGB"
-    render.filepath = str(path)
-    t0 = time.perf_counter()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    bpy.ops.render.render(write_still=True)
-    if not path.is_file():
-        raise RuntimeError(f"rendering {path} failed")
-    say(f"rendered {path} (frame {frame}, {time.perf_counter() - t0:.1f} s)")
+    bake_cli.render_still(scene, str(path), int(frame))
 
 
 # ----------------------------------------------------------------------------- main
