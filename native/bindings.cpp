@@ -302,7 +302,7 @@ void bind_system(py::module_& m, const std::string& name) {
             return py::make_tuple(c.c[0], c.c[1]);
           })
       .def_property_readonly(
-          "force", [](const ConstraintRef<D>& r) { return r.sys->constraint_forces()(r.i); },
+          "force", [](const ConstraintRef<D>& r) { return r.sys->constraint_force(r.i); },
           "Rod tension (positive pulls the ends together) at the current time.");
 
   bind_list<D, MassRef<D>>(m, "MassList" + suffix);

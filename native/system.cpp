@@ -707,14 +707,16 @@ double System<D>::max_constraint_violation() const {
 }
 
 template <int D>
+double System<D>::constraint_force(int j) const {
+  const DistanceConstraint& c = constraints_[j];
+  auto at = [&](const Connector& k) { return k.type == MASS ? pos(k.nr) : state_.fix_pos[k.nr]; };
+  return state_.lam(j) * (at(c.c[1]) - at(c.c[0])).norm() / c.length;
+}
+
+template <int D>
 VectorXd System<D>::constraint_forces() const {
-  const FixPath<D> path = resting_path();
-  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   VectorXd f(static_cast<Eigen::Index>(constraints_.size()));
-  for (std::size_t j = 0; j < constraints_.size(); ++j) {
-    const auto& c = constraints_[j];
-    f(j) = state_.lam(j) * (kin.pos(c.c[1]) - kin.pos(c.c[0])).norm() / c.length;
-  }
+  for (Eigen::Index j = 0; j < f.size(); ++j) f(j) = constraint_force(static_cast<int>(j));
   return f;
 }
 

@@ -163,6 +163,7 @@ class System {
   double potential_energy() const;
   double max_constraint_violation() const;  // | |p_b - p_a| - L0 |, length units
   VectorXd constraint_forces() const;       // rod tension (lam scaled by |d|/L0)
+  double constraint_force(int j) const;     // the same for one rod
   double length_scale();
   const NewtonLinearSolver& linear_solver() const { return lin_; }
 
