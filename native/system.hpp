@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "model.hpp"
+#include "multigrid.hpp"
 
 namespace ms {
 
@@ -73,17 +74,30 @@ class NewtonLinearSolver {
 
   void set_pattern(SpMat pattern, int first_constraint_row_, double delta_);
   void invalidate_factor() { have_factor_ = false; }
+  // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
+  // systems without constraints; `dim` unknowns per mass). It needs the masses' current
+  // positions, set with the matrix values. Falls back to LDL^T if it fails.
+  void use_multigrid(int dim) { multigrid_dim_ = dim; have_factor_ = false; }
+  bool multigrid() const { return multigrid_dim_ > 0; }
+  const SmoothedAggregation& hierarchy() const { return multigrid_; }
+  const VectorXd* coordinates = nullptr;
   // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
   // current multipliers, when x is a Newton correction) lets the singular case pick the
   // correction whose new multipliers are smallest instead of letting them drift.
   bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11, const VectorXd* lam = nullptr);
 
-  long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0;
+  long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0,
+       multigrid_fallbacks = 0;
   double factor_seconds = 0, solve_seconds = 0;  // wall clock, for benchmarks only
 
  private:
   bool refactor();
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
+  // Preconditioned BiCGSTAB against J, refreshing the preconditioner when it is stale.
+  bool krylov_solve(const VectorXd& b, VectorXd& x, double tol);
+ public:
+  VectorXd apply_preconditioner(const VectorXd& b) const;
+ private:
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;
   // Factor reuse as ski rental: a factorization costs as much as `solves_per_factor_`
@@ -95,6 +109,8 @@ class NewtonLinearSolver {
   std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
+  SmoothedAggregation multigrid_;
+  int multigrid_dim_ = 0;
   bool ldlt_analyzed_ = false, lu_analyzed_ = false, have_factor_ = false;
 };
 
@@ -151,6 +167,12 @@ class System {
   double rho_inf = 0.8;
   double newton_tol = 1e-10;  // relative to the structure's length scale
   int max_newton_iterations = 25;
+  // How Newton's linear systems are preconditioned: "direct" (LDL^T factor), "multigrid"
+  // (smoothed aggregation; systems without constraints only) or "auto" (multigrid for
+  // big systems without constraints).
+  std::string linear_solver() const { return linear_solver_; }
+  void set_linear_solver(const std::string& name);
+  static constexpr int kMultigridMinMasses = 4000;
   int max_halvings = 12;
 
   // Advances the state by `tend` seconds in `steps` equal steps.
@@ -165,7 +187,7 @@ class System {
   VectorXd constraint_forces() const;       // rod tension (lam scaled by |d|/L0)
   double constraint_force(int j) const;     // the same for one rod
   double length_scale();
-  const NewtonLinearSolver& linear_solver() const { return lin_; }
+  const NewtonLinearSolver& newton_solver() const { return lin_; }
 
   // F = f(q, v) - G^T lam and g(q) at the fixes' current positions (for tests).
   void evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam, VectorXd& F,
@@ -237,6 +259,7 @@ class System {
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   double length_scale_ = 1.0;
+  std::string linear_solver_ = "auto";
   // Largest force a single element exerted in the last assembly: the size of the terms
   // whose sum is the residual, hence of its round-off.
   mutable double element_force_scale_ = 0.0;

@@ -11,6 +11,7 @@ import numpy as np
 from ._core import (  # noqa: F401  (re-exported API)
     FIX,
     MASS,
+    MULTIGRID_MIN_MASSES,
     Chain,
     Connector,
     DistanceConstraint,
@@ -22,6 +23,8 @@ from ._core import (  # noqa: F401  (re-exported API)
     Spring,
 )
 
+LINEAR_SOLVERS = ("auto", "direct", "multigrid")
+
 INTEGRATORS = (
     "generalized_alpha",
     "newmark",
@@ -32,9 +35,9 @@ INTEGRATORS = (
 )
 
 __all__ = [
-    "FIX", "MASS", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
+    "FIX", "MASS", "MULTIGRID_MIN_MASSES", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring",
-    "INTEGRATORS", "from_arrays",
+    "INTEGRATORS", "LINEAR_SOLVERS", "from_arrays",
 ]
 
 

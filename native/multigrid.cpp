@@ -1,0 +1,305 @@
+#include "multigrid.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ms {
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+namespace {
+
+constexpr int kMaxBlock = 8;           // unknowns per node: D <= 3, coarse <= 6 modes
+constexpr int kCoarsestUnknowns = 500;  // solved directly
+constexpr int kMaxLevels = 12;
+constexpr double kStrength = 0.08;      // a neighbour is strong above this relative coupling
+constexpr int kPowerIterations = 12;    // spectral radius estimate for the smoothing weight
+
+// Rigid-body modes of the nodes: D translations and D(D-1)/2 rotations about the
+// centroid, scaled to the structure's size so that all columns have similar norms.
+MatrixXd rigid_body_modes(const VectorXd& coords, int dim) {
+  const int n = static_cast<int>(coords.size()) / dim;
+  const int m = dim == 2 ? 3 : 6;
+  MatrixXd B = MatrixXd::Zero(coords.size(), m);
+  if (n == 0) return B;
+  VectorXd c = VectorXd::Zero(dim);
+  for (int i = 0; i < n; ++i) c += coords.segment(dim * i, dim);
+  c /= n;
+  double r2 = 0;
+  for (int i = 0; i < n; ++i) r2 += (coords.segment(dim * i, dim) - c).squaredNorm();
+  const double scale = r2 > 0 ? std::sqrt(n / r2) : 1.0;
+  for (int i = 0; i < n; ++i) {
+    const VectorXd p = (coords.segment(dim * i, dim) - c) * scale;
+    const int r = dim * i;
+    for (int k = 0; k < dim; ++k) B(r + k, k) = 1.0;
+    if (dim == 2) {
+      B(r, 2) = -p(1);
+      B(r + 1, 2) = p(0);
+    } else {  // e_k x p for k = x, y, z
+      B(r + 1, 3) = -p(2), B(r + 2, 3) = p(1);
+      B(r, 4) = p(2), B(r + 2, 4) = -p(0);
+      B(r, 5) = -p(1), B(r + 1, 5) = p(0);
+    }
+  }
+  return B;
+}
+
+// Sum of val[p] * x[inner[p]] over p in [begin, end), with four independent partial sums:
+// the latency of one running sum would otherwise bound the smoother's speed (measured:
+// 30 % less time in the smoother on a 129x129 sheet).
+inline double row_dot(int begin, int end, const int* inner, const double* val, const double* x) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int p = begin;
+  for (; p + 4 <= end; p += 4) {
+    s0 += val[p] * x[inner[p]];
+    s1 += val[p + 1] * x[inner[p + 1]];
+    s2 += val[p + 2] * x[inner[p + 2]];
+    s3 += val[p + 3] * x[inner[p + 3]];
+  }
+  for (; p < end; ++p) s0 += val[p] * x[inner[p]];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Multiply-adds of the sparse product X * Y.
+double product_flops(const SmoothedAggregation::RowMat& X, const SmoothedAggregation::RowMat& Y) {
+  double f = 0;
+  const int* outer = Y.outerIndexPtr();
+  for (int k = 0; k < X.nonZeros(); ++k) {
+    const int j = X.innerIndexPtr()[k];
+    f += outer[j + 1] - outer[j];
+  }
+  return f;
+}
+
+}  // namespace
+
+bool SmoothedAggregation::invert_diagonal_blocks(Level& level) const {
+  const RowMat& A = level.A;
+  const int nn = level.num_nodes();
+  level.block_inv.clear();
+  level.block_inv_start.assign(nn + 1, 0);
+  for (int k = 0; k < nn; ++k) {
+    const int s = level.block_start[k], bs = level.block_start[k + 1] - s;
+    MatrixXd block = MatrixXd::Zero(bs, bs);
+    for (int i = 0; i < bs; ++i)
+      for (RowMat::InnerIterator it(A, s + i); it; ++it)
+        if (it.col() >= s && it.col() < s + bs) block(i, it.col() - s) = it.value();
+    const MatrixXd inv = block.inverse();
+    if (!inv.allFinite()) return false;
+    level.block_inv_start[k + 1] = level.block_inv_start[k] + bs * bs;
+    for (int i = 0; i < bs; ++i)
+      for (int j = 0; j < bs; ++j) level.block_inv.push_back(inv(i, j));
+  }
+  return true;
+}
+
+// Standard aggregation on the graph of strong couplings: (1) every node whose strong
+// neighbours are all free roots an aggregate of itself and them; (2) the remaining nodes
+// join a neighbouring aggregate of step 1; (3) what is left forms aggregates with its free
+// neighbours. Nodes without strong neighbours stay out: the smoother solves them exactly.
+std::vector<int> SmoothedAggregation::aggregate(const Level& level, int& num_aggregates) const {
+  const RowMat& A = level.A;
+  const int nn = level.num_nodes();
+  std::vector<int> node_of(A.rows());
+  for (int k = 0; k < nn; ++k)
+    for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i) node_of[i] = k;
+  // Squared Frobenius norms of the blocks of each block row.
+  std::vector<double> diag(nn, 0.0), row(nn, 0.0);
+  for (int k = 0; k < nn; ++k)
+    for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i)
+      for (RowMat::InnerIterator it(A, i); it; ++it)
+        if (node_of[it.col()] == k) diag[k] += it.value() * it.value();
+  std::vector<int> start(1, 0), neighbours, touched, seen_by(nn, -1);
+  for (int k = 0; k < nn; ++k) {
+    for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i)
+      for (RowMat::InnerIterator it(A, i); it; ++it) {
+        const int j = node_of[it.col()];
+        if (j == k) continue;
+        if (seen_by[j] != k) seen_by[j] = k, touched.push_back(j);
+        row[j] += it.value() * it.value();
+      }
+    std::sort(touched.begin(), touched.end());
+    for (int j : touched) {
+      if (row[j] > kStrength * kStrength * std::sqrt(diag[k] * diag[j])) neighbours.push_back(j);
+      row[j] = 0.0;
+    }
+    touched.clear();
+    start.push_back(static_cast<int>(neighbours.size()));
+  }
+
+  std::vector<int> agg(nn, -1);
+  std::vector<char> root_pass(nn, 0);
+  num_aggregates = 0;
+  for (int k = 0; k < nn; ++k) {  // pass 1
+    if (agg[k] >= 0 || start[k] == start[k + 1]) continue;
+    bool free = true;
+    for (int p = start[k]; p < start[k + 1] && free; ++p) free = agg[neighbours[p]] < 0;
+    if (!free) continue;
+    agg[k] = num_aggregates;
+    root_pass[k] = 1;
+    for (int p = start[k]; p < start[k + 1]; ++p) agg[neighbours[p]] = num_aggregates, root_pass[neighbours[p]] = 1;
+    ++num_aggregates;
+  }
+  std::vector<int> joined(nn, -1);
+  for (int k = 0; k < nn; ++k) {  // pass 2
+    if (agg[k] >= 0) continue;
+    for (int p = start[k]; p < start[k + 1]; ++p)
+      if (root_pass[neighbours[p]]) {
+        joined[k] = agg[neighbours[p]];
+        break;
+      }
+  }
+  for (int k = 0; k < nn; ++k)
+    if (joined[k] >= 0) agg[k] = joined[k];
+  for (int k = 0; k < nn; ++k) {  // pass 3
+    if (agg[k] >= 0 || start[k] == start[k + 1]) continue;
+    agg[k] = num_aggregates;
+    for (int p = start[k]; p < start[k + 1]; ++p)
+      if (agg[neighbours[p]] < 0) agg[neighbours[p]] = num_aggregates;
+    ++num_aggregates;
+  }
+  return agg;
+}
+
+bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int dim) {
+  levels_.clear();
+  cycle_flops_ = setup_flops_ = 0;
+  levels_.emplace_back();
+  levels_[0].A = A;
+  for (int i = 0; i <= A.rows() / dim; ++i) levels_[0].block_start.push_back(dim * i);
+  MatrixXd B = rigid_body_modes(coords, dim);
+
+  while (static_cast<int>(levels_.size()) < kMaxLevels) {
+    Level& level = levels_.back();
+    const RowMat& Al = level.A;
+    if (Al.rows() <= kCoarsestUnknowns) break;
+    int num_agg = 0;
+    const std::vector<int> agg = aggregate(level, num_agg);
+    if (num_agg == 0) break;
+    // Tentative prolongator: Gram-Schmidt of the modes on each aggregate (B_a = Q R); the
+    // coarse near-null space is R. Modes dependent on the ones before them are dropped
+    // (a rotation about the axis of a two-node aggregate).
+    std::vector<std::vector<int>> members(num_agg);
+    for (int k = 0; k < level.num_nodes(); ++k)
+      if (agg[k] >= 0) members[agg[k]].push_back(k);
+    const int m = static_cast<int>(B.cols());
+    std::vector<Eigen::Triplet<double>> t;
+    std::vector<int> coarse_start(1, 0);
+    MatrixXd Bc(num_agg * m, m);
+    for (int a = 0; a < num_agg; ++a) {
+      std::vector<int> rows;
+      for (int k : members[a])
+        for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i) rows.push_back(i);
+      MatrixXd Ba(rows.size(), m);
+      for (std::size_t i = 0; i < rows.size(); ++i) Ba.row(i) = B.row(rows[i]);
+      MatrixXd Q(rows.size(), m), R = MatrixXd::Zero(m, m);
+      int r = 0;
+      for (int j = 0; j < m; ++j) {
+        VectorXd v = Ba.col(j);
+        const double norm0 = v.norm();
+        for (int pass = 0; pass < 2; ++pass)
+          for (int k = 0; k < r; ++k) {
+            const double c = Q.col(k).dot(v);
+            R(k, j) += c;
+            v -= c * Q.col(k);
+          }
+        const double norm = v.norm();
+        if (norm > 1e-6 * norm0 && norm > 0) {
+          Q.col(r) = v / norm;
+          R(r, j) = norm;
+          ++r;
+        }
+      }
+      const int c0 = coarse_start.back();
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        for (int k = 0; k < r; ++k) t.emplace_back(rows[i], c0 + k, Q(i, k));
+      Bc.middleRows(c0, r) = R.topRows(r);
+      coarse_start.push_back(c0 + r);
+    }
+    const int nc = coarse_start.back();
+    if (nc > 0.8 * Al.rows()) break;  // no longer coarsening
+    if (!invert_diagonal_blocks(level)) return false;
+    RowMat T(Al.rows(), nc);
+    T.setFromTriplets(t.begin(), t.end());
+    RowMat Dinv(Al.rows(), Al.rows());
+    {
+      std::vector<Eigen::Triplet<double>> d;
+      for (int k = 0; k < level.num_nodes(); ++k) {
+        const int s = level.block_start[k], bs = level.block_start[k + 1] - s;
+        const double* inv = &level.block_inv[level.block_inv_start[k]];
+        for (int i = 0; i < bs; ++i)
+          for (int j = 0; j < bs; ++j) d.emplace_back(s + i, s + j, inv[i * bs + j]);
+      }
+      Dinv.setFromTriplets(d.begin(), d.end());
+    }
+    // Smoothing weight 4 / (3 rho(D^-1 A)), rho from a deterministic power iteration.
+    VectorXd x = VectorXd::LinSpaced(Al.rows(), 1.0, 2.0), y;
+    double rho = 1.0;
+    for (int it = 0; it < kPowerIterations; ++it) {
+      y = Dinv * (Al * x);
+      rho = y.norm() / x.norm();
+      x = y / y.norm();
+    }
+    const RowMat AT = Al * T;
+    level.P = T - (4.0 / (3.0 * rho)) * RowMat(Dinv * AT);
+    level.R = level.P.transpose();
+    const RowMat AP = Al * level.P;
+    RowMat Ac = level.R * AP;
+    setup_flops_ += product_flops(Al, T) + product_flops(Dinv, AT) + product_flops(Al, level.P) +
+                    product_flops(level.R, AP) + 2.0 * kPowerIterations * Al.nonZeros();
+    cycle_flops_ += 3.0 * Al.nonZeros() + 2.0 * level.P.nonZeros() + 2.0 * level.block_inv.size();
+    B = Bc.topRows(nc);
+    Level next;
+    next.A = std::move(Ac);
+    next.block_start = coarse_start;
+    levels_.push_back(std::move(next));
+  }
+  const SpMat coarsest = levels_.back().A;
+  coarse_.compute(coarsest);
+  if (coarse_.info() != Eigen::Success) return false;
+  const double lnnz = coarse_.matrixL().nestedExpression().nonZeros();
+  cycle_flops_ += 4 * lnnz;
+  setup_flops_ += 10 * lnnz;  // rough: the coarsest matrix is small
+  return true;
+}
+
+void SmoothedAggregation::gauss_seidel(const Level& level, const VectorXd& b, VectorXd& x,
+                                       bool forward) const {
+  const int* outer = level.A.outerIndexPtr();
+  const int* inner = level.A.innerIndexPtr();
+  const double* val = level.A.valuePtr();
+  const int nn = level.num_nodes();
+  double res[kMaxBlock];
+  for (int step = 0; step < nn; ++step) {
+    const int k = forward ? step : nn - 1 - step;
+    const int s = level.block_start[k], bs = level.block_start[k + 1] - s;
+    for (int i = 0; i < bs; ++i)
+      res[i] = b(s + i) - row_dot(outer[s + i], outer[s + i + 1], inner, val, x.data());
+    const double* inv = &level.block_inv[level.block_inv_start[k]];
+    for (int i = 0; i < bs; ++i) {
+      double acc = 0;
+      for (int j = 0; j < bs; ++j) acc += inv[i * bs + j] * res[j];
+      x(s + i) += acc;
+    }
+  }
+}
+
+void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
+  if (l + 1 == num_levels()) {
+    x = coarse_.solve(b);
+    return;
+  }
+  const Level& level = levels_[l];
+  x.setZero(b.size());
+  gauss_seidel(level, b, x, true);
+  const VectorXd coarse_b = level.R * (b - level.A * x);
+  VectorXd coarse_x;
+  cycle(l + 1, coarse_b, coarse_x);
+  x += level.P * coarse_x;
+  gauss_seidel(level, b, x, false);
+}
+
+void SmoothedAggregation::apply(const VectorXd& b, VectorXd& x) const { cycle(0, b, x); }
+
+}  // namespace ms

@@ -1,0 +1,111 @@
+"""The multigrid preconditioner (big systems without rods) gives the direct solver's answers."""
+import numpy as np
+import pytest
+
+import mass_spring as ms
+
+
+
+def sheet(n, dim=3, k=2000.0, damping=0.01):
+    """n x n cloth of 1 kg with structural and shear springs. In 3D it lies flat, pinned at
+    two corners, and falls into folds; in 2D, pinned at one corner, it swings."""
+    x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
+    pos = np.column_stack([x.ravel(), y.ravel()] + ([np.zeros(n * n)] if dim == 3 else []))
+    gravity = [0, 0, -9.81] if dim == 3 else [0, -9.81]
+    idx = np.arange(n * n).reshape(n, n)
+    edges = np.vstack([
+        np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
+        np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()]),
+        np.column_stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()]),
+        np.column_stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()]),
+    ])
+    fixed = np.zeros(n * n, bool)
+    fixed[[idx[-1, 0], idx[-1, -1]] if dim == 3 else idx[-1, 0]] = True
+    return ms.from_arrays(pos, 1.0 / (n * n), fixed=fixed, springs=edges, stiffness=k,
+                          damping=damping, gravity=gravity)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_multigrid_follows_the_direct_solver(dim):
+    runs = {}
+    for solver in ("direct", "multigrid"):
+        s = sheet(20, dim)
+        s.linear_solver = solver
+        s.simulate(0.25, 30)
+        runs[solver] = s
+    mg = runs["multigrid"].stats
+    assert mg["multigrid"] and mg["multigrid_fallbacks"] == 0
+    assert len(mg["multigrid_levels"]) >= 2  # a real hierarchy, not one direct solve
+    assert not runs["direct"].stats["multigrid"]
+    a, b = runs["direct"].positions, runs["multigrid"].positions
+    # both converge every step to the Newton tolerance; the cloth moved by decimetres
+    assert np.abs(b - sheet(20, dim).positions).max() > 0.05
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
+
+
+def test_multigrid_hanging_chains_settle_to_the_exact_extensions():
+    """40 independent vertical chains of 30 masses: spring j carries the weight below it."""
+    chains, n, m, k, g = 40, 30, 0.1, 500.0, 9.81
+    pos, fixed, springs = [], [], []
+    for c in range(chains):
+        base = len(pos)
+        for j in range(n + 1):
+            pos.append([0.1 * c, 0.0, -1.0 * j])
+            fixed.append(j == 0)
+        springs += [[base + j, base + j + 1] for j in range(n)]
+    s = ms.from_arrays(np.array(pos), m, fixed=np.array(fixed), springs=np.array(springs),
+                       stiffness=k, damping=20.0, gravity=[0, 0, -g])
+    s.linear_solver = "multigrid"
+    s.set_integrator("implicit_euler")
+    s.simulate(200.0, 400)
+    assert s.stats["multigrid"] and s.stats["multigrid_fallbacks"] == 0
+    z = s.vertex_positions()[:, 2].reshape(chains, n + 1)
+    stretch = -np.diff(z, axis=1) - 1.0
+    exact = m * g * np.arange(n, 0, -1) / k
+    np.testing.assert_allclose(stretch, np.tile(exact, (chains, 1)), rtol=0, atol=1e-9)
+
+
+def test_auto_picks_multigrid_for_big_systems_without_rods():
+    big = sheet(64)
+    assert big.num_unknowns >= 3 * ms.MULTIGRID_MIN_MASSES
+    assert big.linear_solver == "auto"
+    big.simulate(1 / 120, 1)
+    assert big.stats["multigrid"]
+
+    small = sheet(10)
+    small.simulate(1 / 120, 1)
+    assert not small.stats["multigrid"]
+
+    n = ms.MULTIGRID_MIN_MASSES + 2
+    rods = ms.from_arrays(np.array([[x, 0.0, 0.0] for x in range(n)]), 1.0, fixed=[0],
+                          springs=np.array([[i, i + 1] for i in range(n - 2)]),
+                          stiffness=100.0, constraints=np.array([[n - 2, n - 1]]),
+                          gravity=[0, 0, -9.81])
+    rods.simulate(0.01, 1)
+    assert not rods.stats["multigrid"]
+
+
+def test_multigrid_restart_is_bit_identical():
+    s = sheet(16)
+    s.linear_solver = "multigrid"
+    s.simulate(0.05, 6)
+    saved = s.get_state()
+    s.simulate(0.05, 6)
+    first = s.positions.copy()
+    s.set_state(saved)
+    s.simulate(0.05, 6)
+    assert np.array_equal(s.positions, first)
+
+
+def test_linear_solver_choice_is_validated():
+    s = sheet(5)
+    with pytest.raises(ValueError, match="linear_solver"):
+        s.linear_solver = "cholesky"
+    pos = np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0.0]])
+    rods = ms.from_arrays(pos, 1.0, fixed=[0], springs=[[0, 1]], stiffness=10.0,
+                          constraints=[[1, 2]], gravity=[0, 0, -9.81])
+    rods.linear_solver = "multigrid"
+    with pytest.raises(ValueError, match="DistanceConstraint"):
+        rods.simulate(0.1, 1)
+    rods.linear_solver = "direct"
+    rods.simulate(0.1, 1)  # still usable after the refusal
