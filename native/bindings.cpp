@@ -497,6 +497,7 @@ void bind_system(py::module_& m, const std::string& name) {
                                d["solve_seconds"] = s.newton_solver().solve_seconds;
                                d["multigrid"] = s.newton_solver().multigrid();
                                d["multigrid_levels"] = s.newton_solver().hierarchy().level_sizes();
+                               d["refresh_cost"] = s.newton_solver().setup_cost_in_cycles();
                                d["multigrid_fallbacks"] = s.newton_solver().multigrid_fallbacks;
                                return d;
                              })

@@ -243,11 +243,11 @@ bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int di
     }
     const RowMat AT = Al * T;
     level.P = T - (4.0 / (3.0 * rho)) * RowMat(Dinv * AT);
-    level.R = level.P.transpose();
+    const RowMat R = level.P.transpose();
     const RowMat AP = Al * level.P;
-    RowMat Ac = level.R * AP;
+    RowMat Ac = R * AP;
     setup_flops_ += product_flops(Al, T) + product_flops(Dinv, AT) + product_flops(Al, level.P) +
-                    product_flops(level.R, AP) + 2.0 * kPowerIterations * Al.nonZeros();
+                    product_flops(R, AP) + 2.0 * kPowerIterations * Al.nonZeros();
     cycle_flops_ += 3.0 * Al.nonZeros() + 2.0 * level.P.nonZeros() + 2.0 * level.block_inv.size();
     B = Bc.topRows(nc);
     Level next;
@@ -293,7 +293,7 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   const Level& level = levels_[l];
   x.setZero(b.size());
   gauss_seidel(level, b, x, true);
-  const VectorXd coarse_b = level.R * (b - level.A * x);
+  const VectorXd coarse_b = level.P.transpose() * (b - level.A * x);
   VectorXd coarse_x;
   cycle(l + 1, coarse_b, coarse_x);
   x += level.P * coarse_x;

@@ -51,7 +51,7 @@ class SmoothedAggregation {
     std::vector<int> block_start;    // node k owns unknowns [block_start[k], block_start[k+1])
     std::vector<double> block_inv;   // inverse of each diagonal block, row-major
     std::vector<int> block_inv_start;
-    RowMat P, R;                     // prolongation from the next level, and its transpose
+    RowMat P;                        // prolongation from the next level
     int num_nodes() const { return static_cast<int>(block_start.size()) - 1; }
   };
   bool invert_diagonal_blocks(Level& level) const;

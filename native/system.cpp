@@ -583,6 +583,7 @@ bool NewtonLinearSolver::refactor() {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++factorizations;
     solves_since_factor_ = 0;
+    fresh_iterations_ = -1;
     if (ok) {
       solves_per_factor_ = std::max(1.0, multigrid_.setup_flops() / multigrid_.cycle_flops());
       return have_factor_ = true;
@@ -675,8 +676,9 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
     // A factor that needs several iterations has gone stale: refresh it once the
     // iterations spent cost as much as a refactorization. Iterations beyond the first
     // are the price of a stale factor (two solves each). A multigrid hierarchy always
-    // needs iterations: those beyond ten count.
-    const long free_iterations = multigrid_dim_ > 0 ? 10 : 1;
+    // needs iterations: those beyond what its first solve needed count.
+    if (fresh_iterations_ < 0) fresh_iterations_ = krylov.iterations();
+    const long free_iterations = multigrid_dim_ > 0 ? fresh_iterations_ : 1;
     solves_since_factor_ += 2 * std::max<long>(krylov.iterations() - free_iterations, 0);
     if (solves_since_factor_ >= solves_per_factor_ || !ok) have_factor_ = false;
     if (ok) return true;

@@ -80,6 +80,7 @@ class NewtonLinearSolver {
   void use_multigrid(int dim) { multigrid_dim_ = dim; have_factor_ = false; }
   bool multigrid() const { return multigrid_dim_ > 0; }
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
+  double setup_cost_in_cycles() const { return solves_per_factor_; }
   const VectorXd* coordinates = nullptr;
   // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
   // current multipliers, when x is a Newton correction) lets the singular case pick the
@@ -106,6 +107,7 @@ class NewtonLinearSolver {
   // much, the next solve refactors.
   double solves_per_factor_ = 1.0;
   long solves_since_factor_ = 0;
+  long fresh_iterations_ = -1;  // Krylov iterations of the first solve with a new hierarchy
   std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;

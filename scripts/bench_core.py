@@ -73,6 +73,9 @@ def ms_per_step(mss, h, steps, per_call=1):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps")
+    ap.add_argument("--big", action="store_true",
+                    help="also 257x257 with multigrid (about a minute): the scaling once "
+                         "every level's data has left the CPU cache")
     args = ap.parse_args()
     steps = 50 if args.quick else 200
     h = 1.0 / 120.0  # 24 fps, 5 substeps
@@ -83,20 +86,36 @@ def main():
         t = ms_per_step(mss, h, steps)
         print(f"{name:30s} {mss.num_unknowns:8d} {t:9.3f}   ({ref} ms)")
 
-    sizes, times = [], []
+    # Square grids with each preconditioner of Newton's linear systems ("auto" picks
+    # multigrid from ms.MULTIGRID_MIN_MASSES masses on, for systems without rods).
+    sizes, times = [], {"direct": [], "multigrid": []}
     for n in (33, 65, 129):
-        mss = grid(n)
-        t = ms_per_step(mss, h, max(10, steps // (n // 16)), per_call=5)
         sizes.append(n * n)
-        times.append(t)
-        st = mss.stats
-        print(f"grid {n}x{n} ({len(mss.springs)} springs) {mss.num_unknowns:8d} {t:9.3f}   "
-              f"{st['factorizations']} factorizations ({1e3 * st['factor_seconds']:.0f} ms), "
-              f"{st['krylov_iterations']} BiCGSTAB iterations, solves "
-              f"{1e3 * st['solve_seconds']:.0f} ms, over {st['steps']} steps")
-    slope = np.polyfit(np.log(sizes), np.log(times), 1)[0]
-    print(f"growth exponent of time per step in vertex count: {slope:.2f} (1 = linear)")
-
+        for solver in times:
+            mss = grid(n)
+            mss.linear_solver = solver
+            t = ms_per_step(mss, h, max(10, steps // (n // 16)), per_call=5)
+            times[solver].append(t)
+            st = mss.stats
+            print(f"grid {n}x{n} {solver:9s} {mss.num_unknowns:8d} {t:9.3f}   "
+                  f"{st['factorizations']} factorizations/setups "
+                  f"({1e3 * st['factor_seconds']:.0f} ms), {st['krylov_iterations']} BiCGSTAB "
+                  f"iterations, solves {1e3 * st['solve_seconds']:.0f} ms, over {st['steps']} steps")
+    auto = [times["multigrid" if s >= ms.MULTIGRID_MIN_MASSES else "direct"][i]
+            for i, s in enumerate(sizes)]
+    for name, t in (*times.items(), ("auto", auto)):
+        slope = np.polyfit(np.log(sizes), np.log(t), 1)[0]
+        print(f"growth exponent of time per step in vertex count, {name}: {slope:.2f} "
+              f"(1 = linear)")
+    if args.big:
+        mss = grid(257)
+        mss.linear_solver = "multigrid"
+        t = ms_per_step(mss, h, 10, per_call=5)
+        print(f"grid 257x257 multigrid {mss.num_unknowns:8d} {t:9.3f}   "
+              f"{mss.stats['krylov_iterations']} BiCGSTAB iterations over {mss.stats['steps']} "
+              f"steps")
+        slope = np.log(t / times["multigrid"][-1]) / np.log(257**2 / 129**2)
+        print(f"growth exponent from 129x129 to 257x257, multigrid: {slope:.2f}")
 
 if __name__ == "__main__":
     main()
