@@ -80,6 +80,8 @@ class NewtonLinearSolver {
   void use_multigrid(int dim) { multigrid_dim_ = dim; have_factor_ = false; }
   bool multigrid() const { return multigrid_dim_ > 0; }
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
+  // One application of the current preconditioner (factor or V-cycle).
+  VectorXd apply_preconditioner(const VectorXd& b) const;
   double setup_cost_in_cycles() const { return solves_per_factor_; }
   const VectorXd* coordinates = nullptr;
   // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
@@ -96,9 +98,6 @@ class NewtonLinearSolver {
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
   // Preconditioned BiCGSTAB against J, refreshing the preconditioner when it is stale.
   bool krylov_solve(const VectorXd& b, VectorXd& x, double tol);
- public:
-  VectorXd apply_preconditioner(const VectorXd& b) const;
- private:
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;
   // Factor reuse as ski rental: a factorization costs as much as `solves_per_factor_`

@@ -45,17 +45,23 @@ def bridge(W=20, H=10, k=1000.0):
                           gravity=[0, -9.81, 0])
 
 
-def grid(n, total_mass=1.0, k=2000.0):
-    """n x n cloth: structural and shear springs, the two top corners pinned."""
-    x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
-    pos = np.column_stack([x.ravel(), np.zeros(n * n), y.ravel()])
+def grid_springs(n):
+    """Structural and shear springs of an n x n grid of vertices numbered row by row."""
     idx = np.arange(n * n).reshape(n, n)
-    edges = np.vstack([
+    return np.vstack([
         np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
         np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()]),
         np.column_stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()]),
         np.column_stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()]),
     ])
+
+
+def grid(n, total_mass=1.0, k=2000.0):
+    """n x n cloth: structural and shear springs, the two top corners pinned."""
+    x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
+    pos = np.column_stack([x.ravel(), np.zeros(n * n), y.ravel()])
+    idx = np.arange(n * n).reshape(n, n)
+    edges = grid_springs(n)
     fixed = np.zeros(n * n, bool)
     fixed[[idx[-1, 0], idx[-1, -1]]] = True
     return ms.from_arrays(pos, total_mass / (n * n), fixed=fixed, springs=edges,

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import mass_spring as ms
+from bench_core import grid_springs
 
 
 
@@ -13,12 +14,7 @@ def sheet(n, dim=3, k=2000.0, damping=0.01):
     pos = np.column_stack([x.ravel(), y.ravel()] + ([np.zeros(n * n)] if dim == 3 else []))
     gravity = [0, 0, -9.81] if dim == 3 else [0, -9.81]
     idx = np.arange(n * n).reshape(n, n)
-    edges = np.vstack([
-        np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
-        np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()]),
-        np.column_stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()]),
-        np.column_stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()]),
-    ])
+    edges = grid_springs(n)
     fixed = np.zeros(n * n, bool)
     fixed[[idx[-1, 0], idx[-1, -1]] if dim == 3 else idx[-1, 0]] = True
     return ms.from_arrays(pos, 1.0 / (n * n), fixed=fixed, springs=edges, stiffness=k,
