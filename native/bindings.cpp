@@ -492,8 +492,6 @@ void bind_system(py::module_& m, const std::string& name) {
                                d["factorizations"] = s.newton_solver().factorizations;
                                d["krylov_iterations"] = s.newton_solver().krylov_iterations;
                                d["lu_fallbacks"] = s.newton_solver().lu_fallbacks;
-                               d["exact_solves"] = s.newton_solver().exact_solves;
-                               d["exact_failures"] = s.newton_solver().exact_failures;
                                d["regularized_solves"] = s.newton_solver().regularized_solves;
                                d["factor_seconds"] = s.newton_solver().factor_seconds;
                                d["solve_seconds"] = s.newton_solver().solve_seconds;

@@ -145,23 +145,17 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   const int nc = static_cast<int>(constraints_.size());
   VectorXd acc = s.acc, lam = s.lam;
   VectorXd q1, v1, F, g, R(num_unknowns()), delta;
-  // Damped Newton: projected first, then exact while that works. The projected Newton
-  // matrix leaves out the negative geometric stiffness of compressed springs and pushing
-  // rods, which keeps it definite: crumpling cloth no longer sends Newton wandering
-  // (measured on a 129x129 quad sheet: 13-39 s per frame with step halvings before,
-  // 10-13 s without). But alone it converges only linearly, by ~30x per iteration on a
-  // hanging sheet, whatever the linear tolerance (measured: 6 and 9 iterations per step
-  // on 65x65 and 129x129). Exact steps from the first iteration on diverged there, so
-  // the first two iterations are projected; from the third on, Newton solves with the
-  // exact matrix (preconditioned by the definite one) until an exact solve fails or an
-  // iteration increases the error, then projected for the rest of the step (measured:
-  // 4.1 and 6.8 iterations, 20-30 % less time per step). When a full step still increases
-  // the error (from the fourth iteration on: the first ones may overshoot on the way to
+  // Projected, damped Newton. The Newton matrix leaves out the destabilizing parts of the
+  // geometric stiffness (compressed springs, pushing rods), which keeps it definite:
+  // crumpling cloth no longer sends Newton wandering (measured on a 129x129 quad sheet:
+  // 13-39 s per frame with step halvings before, 10-13 s without). Where nothing is
+  // compressed it is the exact Jacobian. When a full step still increases the error
+  // (from the fourth iteration on: the first ones may overshoot on the way to
   // convergence), the step is halved, up to 4 times.
   VectorXd acc_prev = acc, lam_prev = lam;
   double err_prev = std::numeric_limits<double>::infinity(), fraction = 1.0;
   int backtracks = 0;
-  bool exact_ok = true;
+  definite_newton_ = true;
   for (int it = 0; it <= max_newton_iterations; ++it) {
     q1 = step.q_pred + step.bq * acc;
     v1 = step.v_pred + step.bv * acc;
@@ -201,7 +195,6 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       return true;
     }
     if (it == max_newton_iterations) break;
-    if (it >= 2 && err > err_prev) exact_ok = false;  // projected for the rest of the step
     if (it >= 3 && err > err_prev && backtracks < 4) {
       fraction *= 0.5;
       ++backtracks;
@@ -220,9 +213,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     // iteration land within the tolerance. Measured on 65x65 cloth: half the time per
     // step of solving to 0.01 / err (down to 1e-12), with the same Newton iterations.
     const double linear_tol = std::max(1e-3, 0.01 / err);
-    bool solved = false;
-    if (exact_ok && it >= 2) solved = exact_ok = lin_.solve_exact(-R, delta, linear_tol, &lam);
-    if (!solved && !lin_.solve(-R, delta, linear_tol, &lam)) {
+    if (!lin_.solve(-R, delta, linear_tol, &lam)) {
       why = "the Newton matrix is singular";
       return false;
     }

@@ -296,18 +296,17 @@ inline double spring_energy(const Spring& s, double stretch) {
 // Force on end a of a spring (end b gets the opposite) and its exact derivatives
 // A = d f_a / d(p_b - p_a), B = d f_a / d(v_b - v_a). The dashpot acts where the spring
 // pulls: fully for springs, with weight T'/k for ropes (zero when slack).
-// `A_neg` is the part of A that a compressed spring's negative (destabilizing) geometric
-// stiffness contributes; the definite Newton matrix leaves it out.
+// With `definite`, A leaves out the geometric stiffness of a compressed spring (negative
+// and destabilizing); the force is unchanged.
 template <int D>
 void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa, Mat<D>& A,
-                  Mat<D>& B, Mat<D>& A_neg) {
+                  Mat<D>& B, bool definite = false) {
   const Mat<D> I = Mat<D>::Identity();
   const double L = d.norm();
   const double k = s.stiffness, L0 = s.length;
   fa.setZero();
   A.setZero();
   B.setZero();
-  A_neg.setZero();
   // Direction undefined at L -> 0: the zero-length spring is exactly linear (f = k d);
   // otherwise use the isotropic limit of the stiffness and no force (no NaN).
   if (L <= 1e-12 * std::max(L0, 1.0)) {
@@ -322,8 +321,7 @@ void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa
   const Mat<D> nn = n * n.transpose();
   const Mat<D> P = I - nn;
   fa = t.T * n;
-  A = t.dT * nn + (t.T / L) * P;
-  if (t.T < 0) A_neg = (t.T / L) * P;
+  A = t.dT * nn + ((definite ? std::max(t.T, 0.0) : t.T) / L) * P;
   if (s.damping > 0) {
     const bool weighted = s.rope && k > 0;
     const double w = weighted ? t.dT / k : (s.rope ? 0.0 : 1.0);
@@ -335,36 +333,25 @@ void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa
   }
 }
 
-// Sinks receive each matrix entry v with the part v_neg of it that comes from negative
-// geometric stiffness (compressed springs, pushing rods).
 struct NullSink {
-  void add(int, int, double, double = 0.0) {}
+  void add(int, int, double) {}
 };
 
 struct PatternSink {
   std::vector<Eigen::Triplet<double>> entries;
-  void add(int r, int c, double, double = 0.0) { entries.emplace_back(r, c, 0.0); }
+  void add(int r, int c, double) { entries.emplace_back(r, c, 0.0); }
 };
 
-// Writes the exact matrix into `exact` and the one without negative geometric stiffness
-// into `definite` (same pattern).
 struct ValueSink {
-  double* exact;
-  double* definite;
+  double* values;
   const int* slots;
   std::size_t next = 0;
-  bool any_negative = false;
-  void add(int, int, double v, double v_neg = 0.0) {
-    const int slot = slots[next++];
-    exact[slot] += v;
-    definite[slot] += v - v_neg;
-    any_negative = any_negative || v_neg != 0.0;
-  }
+  void add(int, int, double v) { values[slots[next++]] += v; }
 };
 
 struct TripletSink {
   std::vector<Eigen::Triplet<double>>* out;
-  void add(int r, int c, double v, double = 0.0) { out->emplace_back(r, c, v); }
+  void add(int r, int c, double v) { out->emplace_back(r, c, v); }
 };
 
 }  // namespace
@@ -383,19 +370,18 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
   if (F) F->setZero(D * nm);
   if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
 
-  // W_neg: the part of W from negative geometric stiffness.
-  auto block = [&](const Connector& a, const Connector& b, const MatD& W, const MatD& W_neg) {
+  auto block = [&](const Connector& a, const Connector& b, const MatD& W) {
     for (int r = 0; r < D; ++r)
-      for (int c = 0; c < D; ++c) sink.add(D * a.nr + r, D * b.nr + c, W(r, c), W_neg(r, c));
+      for (int c = 0; c < D; ++c) sink.add(D * a.nr + r, D * b.nr + c, W(r, c));
   };
   // Pair blocks of an element acting on both ends with d f_a / d p_b = W.
-  auto pair_blocks = [&](const std::array<Connector, 2>& c, const MatD& W, const MatD& W_neg) {
+  auto pair_blocks = [&](const std::array<Connector, 2>& c, const MatD& W) {
     const bool ma = c[0].type == MASS, mb = c[1].type == MASS;
-    if (ma) block(c[0], c[0], W, W_neg);
-    if (mb) block(c[1], c[1], W, W_neg);
+    if (ma) block(c[0], c[0], W);
+    if (mb) block(c[1], c[1], W);
     if (ma && mb) {
-      block(c[0], c[1], -W, -W_neg);
-      block(c[1], c[0], -W, -W_neg);
+      block(c[0], c[1], -W);
+      block(c[1], c[0], -W);
     }
   };
   if (F) element_force_scale_ = 0.0;
@@ -412,7 +398,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
       element_force_scale_ = std::max(element_force_scale_, mass_[i] * gravity.cwiseAbs().maxCoeff());
     }
     const Connector c{MASS, i, id_};
-    block(c, c, cM * mass_[i] * MatD::Identity(), MatD::Zero());
+    block(c, c, cM * mass_[i] * MatD::Identity());
   }
 
   for (const Spring& s : springs_) {
@@ -420,10 +406,10 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
     const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
     VecD fa;
-    MatD A, B, A_neg;
-    spring_terms<D>(s, d, dv, fa, A, B, A_neg);
+    MatD A, B;
+    spring_terms<D>(s, d, dv, fa, A, B, definite_newton_);
     add_force(s.c, fa);
-    pair_blocks(s.c, cK * A + cV * B, cK * A_neg);
+    pair_blocks(s.c, cK * A + cV * B);
   }
 
   for (std::size_t j = 0; j < constraints_.size(); ++j) {
@@ -433,9 +419,8 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     const VecD grad = d / L0;  // dg/dp_b; dg/dp_a = -grad
     if (g) (*g)(j) = (d.squaredNorm() - L0 * L0) / (2 * L0);
     add_force(dc.c, lam(j) * grad);  // -G^T lam: pulls a toward b when lam > 0
-    const double pushing = std::min(lam(j), 0.0);  // negative geometric stiffness
-    pair_blocks(dc.c, (cK * lam(j) / L0) * MatD::Identity(),
-                (cK * pushing / L0) * MatD::Identity());
+    const double tension = definite_newton_ ? std::max(lam(j), 0.0) : lam(j);
+    pair_blocks(dc.c, (cK * tension / L0) * MatD::Identity());
     const int r = row_lam + static_cast<int>(j);
     for (int side = 0; side < 2; ++side) {
       if (dc.c[side].type != MASS) continue;
@@ -462,10 +447,8 @@ void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, do
                                   NewtonLinearSolver& target) {
   ensure_pattern();
   std::fill(target.J.valuePtr(), target.J.valuePtr() + target.J.nonZeros(), 0.0);
-  std::fill(target.J_definite.valuePtr(), target.J_definite.valuePtr() + target.J.nonZeros(), 0.0);
-  ValueSink sink{target.J.valuePtr(), target.J_definite.valuePtr(), slots_.data()};
+  ValueSink sink{target.J.valuePtr(), slots_.data()};
   assemble(kin, lam, cM, cK, cV, &F, &g, sink);
-  target.definite_differs = sink.any_negative;
   target.coordinates = kin.q;
 }
 
@@ -486,6 +469,8 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
   // cK = -1 yields +dF/dq; the multiplier columns hold G^T = -dF/dlam.
   std::vector<Eigen::Triplet<double>> raw;
   TripletSink sink{&raw};
+  const bool definite = definite_newton_;
+  definite_newton_ = false;  // the exact derivatives
   assemble(kin, lam, 0.0, -1.0, 0.0, nullptr, nullptr, sink);
   d_qlam.clear();
   for (const auto& t : raw) {
@@ -497,6 +482,7 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
   d_v.clear();
   for (const auto& t : raw)
     if (t.row() < row_lam && t.col() < row_lam) d_v.push_back(t);
+  definite_newton_ = definite;
 }
 
 // ---------------------------------------------------------------- pattern and solver
@@ -564,7 +550,6 @@ void System<D>::ensure_pattern() {
 
 void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, double delta_) {
   J = std::move(pattern);
-  J_definite = J;
   first_constraint_row = first_constraint_row_;
   delta = delta_;
   const int n = static_cast<int>(J.rows());
@@ -587,7 +572,7 @@ void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, d
 
 bool NewtonLinearSolver::refactor() {
   // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite.
-  const double* jv = J_definite.valuePtr();
+  const double* jv = J.valuePtr();
   double* pv = P_.valuePtr();
   for (Eigen::Index k = 0; k < P_.nonZeros(); ++k) pv[k] = 0.5 * (jv[k] + jv[transpose_of[k]]);
   for (int k : constraint_diagonal_) pv[k] -= delta;
@@ -650,29 +635,13 @@ struct FactorPreconditioner {
 
 }  // namespace
 
-template <class Solve>
-bool NewtonLinearSolver::timed(Solve&& solve) {
-  const auto start = std::chrono::steady_clock::now();
-  const double factor_before = factor_seconds;
-  const bool ok = solve();
-  solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
-                   (factor_seconds - factor_before);
-  return ok;
-}
-
 bool NewtonLinearSolver::solve(const VectorXd& b, VectorXd& x, double tol,
                                const VectorXd* lam) {
-  return timed([&] { return solve_impl(b, x, tol, lam); });
-}
-
-bool NewtonLinearSolver::solve_exact(const VectorXd& b, VectorXd& x, double tol,
-                                     const VectorXd* lam) {
-  if (!definite_differs) return solve(b, x, tol, lam);
-  // The preconditioner from J_definite is J's inverse up to the negative stiffness: a few
-  // iterations when that is small. When it is not, J may be indefinite: after 8
-  // iterations the caller takes the definite step instead.
-  const bool ok = timed([&] { return b.norm() > 0 && krylov_solve(J, b, x, tol, 1, 8); });
-  ++(ok ? exact_solves : exact_failures);
+  const auto start = std::chrono::steady_clock::now();
+  const double factor_before = factor_seconds;
+  const bool ok = solve_impl(b, x, tol, lam);
+  solve_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() -
+                   (factor_seconds - factor_before);
   return ok;
 }
 
@@ -683,13 +652,12 @@ VectorXd NewtonLinearSolver::apply_preconditioner(const VectorXd& b) const {
   return x;
 }
 
-bool NewtonLinearSolver::krylov_solve(const SpMat& A, const VectorXd& b, VectorXd& x,
-                                      double tol, int attempts, int max_iterations) {
+bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol) {
   const double bnorm = b.norm();
   auto good = [&](const VectorXd& y) {
-    return y.allFinite() && (b - A * y).norm() <= 10 * tol * bnorm;
+    return y.allFinite() && (b - J * y).norm() <= 10 * tol * bnorm;
   };
-  for (int attempt = 0; attempt < attempts; ++attempt) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
     if (!have_factor_ && !refactor()) return false;
     // One application of the factor is the answer up to O(delta) when J is symmetric;
     // otherwise it starts the Krylov iteration.
@@ -697,9 +665,10 @@ bool NewtonLinearSolver::krylov_solve(const SpMat& A, const VectorXd& b, VectorX
     if (good(x)) return true;
     Eigen::BiCGSTAB<SpMat, FactorPreconditioner> krylov;
     krylov.preconditioner().solver = this;
-    krylov.compute(A);
+    krylov.compute(J);
     krylov.setTolerance(tol);
-    krylov.setMaxIterations(max_iterations);
+    // A V-cycle is a weaker preconditioner than a factor, and much cheaper.
+    krylov.setMaxIterations(multigrid_dim_ > 0 ? 200 : 40);
     const VectorXd guess = x.allFinite() ? x : VectorXd::Zero(b.size());
     x = krylov.solveWithGuess(b, guess);
     krylov_iterations += krylov.iterations();
@@ -723,14 +692,12 @@ bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
     x.setZero(b.size());
     return true;
   }
-  // A V-cycle is a weaker preconditioner than a factor, and much cheaper.
-  auto max_iterations = [&] { return multigrid_dim_ > 0 ? 200 : 40; };
-  if (krylov_solve(J_definite, b, x, tol, 2, max_iterations())) return true;
+  if (krylov_solve(b, x, tol)) return true;
   if (multigrid_dim_ > 0) {  // multigrid failed: LDL^T from now on
     ++multigrid_fallbacks;
     multigrid_dim_ = 0;
     have_factor_ = false;
-    if (krylov_solve(J_definite, b, x, tol, 2, max_iterations())) return true;
+    if (krylov_solve(b, x, tol)) return true;
   }
   if (!have_factor_ && !refactor()) return solve_lu(b, x);  // LDL^T broke down
   // J is singular (redundant rods) or too unsymmetric for the preconditioner: the
@@ -751,14 +718,14 @@ bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
 bool NewtonLinearSolver::solve_lu(const VectorXd& b, VectorXd& x) {
   ++lu_fallbacks;
   if (!lu_analyzed_) {
-    lu_.analyzePattern(J_definite);
+    lu_.analyzePattern(J);
     lu_analyzed_ = true;
   }
-  lu_.factorize(J_definite);
+  lu_.factorize(J);
   if (lu_.info() != Eigen::Success) return false;
   x = lu_.solve(b);
-  for (int k = 0; k < 2 && x.allFinite(); ++k) x += lu_.solve(VectorXd(b - J_definite * x));
-  return x.allFinite() && (b - J_definite * x).norm() <= 1e-8 * b.norm();
+  for (int k = 0; k < 2 && x.allFinite(); ++k) x += lu_.solve(VectorXd(b - J * x));
+  return x.allFinite() && (b - J * x).norm() <= 1e-8 * b.norm();
 }
 
 // ---------------------------------------------------------------- diagnostics

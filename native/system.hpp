@@ -59,9 +59,7 @@ struct FixPath {
 };
 
 // Solves J x = b for the Newton matrix J on a fixed sparsity pattern. The preconditioner
-// is built from J_definite, J without the negative geometric stiffness of compressed
-// springs and pushing rods (see implicit_step): the LDL^T factor of P = sym(J_definite)
-// with -delta*I in place of the zero constraint block:
+// is the LDL^T factor of P = sym(J) with -delta*I in place of the zero constraint block:
 // quasi-definite, so LDL^T needs no pivoting under any fill-reducing ordering, and
 // regular even with redundant rods (e.g. three collinear rigid edges). It is kept across
 // Newton iterations and steps and drives BiCGSTAB against the true J (unsymmetric with
@@ -69,9 +67,7 @@ struct FixPath {
 // the regularized solution P^-1 b is the Newton direction (least-squares multipliers).
 class NewtonLinearSolver {
  public:
-  SpMat J;                        // the exact matrix: pattern fixed, values rewritten in place
-  SpMat J_definite;               // the same without negative geometric stiffness
-  bool definite_differs = false;  // J_definite != J
+  SpMat J;                        // the matrix: pattern fixed, values rewritten in place
   std::vector<int> transpose_of;  // value index of the transposed entry
   int first_constraint_row = 0;
   double delta = 1e-8;
@@ -88,29 +84,20 @@ class NewtonLinearSolver {
   VectorXd apply_preconditioner(const VectorXd& b) const;
   double setup_cost_in_cycles() const { return solves_per_factor_; }
   const VectorXd* coordinates = nullptr;
-  // Solves J_definite x = b to relative residual `tol`; returns false if no solver
-  // succeeded. `lam` (the current multipliers, when x is a Newton correction) lets the
-  // singular case pick the correction whose new multipliers are smallest instead of
-  // letting them drift.
+  // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
+  // current multipliers, when x is a Newton correction) lets the singular case pick the
+  // correction whose new multipliers are smallest instead of letting them drift.
   bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11, const VectorXd* lam = nullptr);
-  // Solves the exact J x = b if a short preconditioned Krylov iteration can (J may be
-  // indefinite); otherwise returns false with the preconditioner refreshed as needed.
-  bool solve_exact(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam = nullptr);
 
   long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0,
-       multigrid_fallbacks = 0, exact_solves = 0, exact_failures = 0;
+       multigrid_fallbacks = 0;
   double factor_seconds = 0, solve_seconds = 0;  // wall clock, for benchmarks only
 
  private:
   bool refactor();
-  // Runs solve(), adding its wall-clock time minus any refactorization's to solve_seconds.
-  template <class Solve>
-  bool timed(Solve&& solve);
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
-  // Preconditioned BiCGSTAB against A (J or J_definite), refreshing the preconditioner
-  // when it is stale; `attempts` > 1 retries with a fresh preconditioner.
-  bool krylov_solve(const SpMat& A, const VectorXd& b, VectorXd& x, double tol, int attempts,
-                    int max_iterations);
+  // Preconditioned BiCGSTAB against J, refreshing the preconditioner when it is stale.
+  bool krylov_solve(const VectorXd& b, VectorXd& x, double tol);
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;
   // Factor reuse as ski rental: a factorization costs as much as `solves_per_factor_`
@@ -278,6 +265,9 @@ class System {
   // whose sum is the residual, hence of its round-off.
   mutable double element_force_scale_ = 0.0;
   double max_stiffness_ = 0.0;
+  // Newton matrix without the negative geometric stiffness (see implicit_step); the
+  // exported jacobian() is always exact.
+  mutable bool definite_newton_ = false;
 };
 
 }  // namespace ms
