@@ -56,14 +56,15 @@ def grid_springs(n):
     ])
 
 
-def grid(n, total_mass=1.0, k=2000.0):
-    """n x n cloth: structural and shear springs, the two top corners pinned."""
+def grid(n, total_mass=1.0, k=2000.0, pinned="corners"):
+    """n x n cloth: structural and shear springs, the two top corners pinned (or, with
+    pinned="edge", the whole top edge: a curtain)."""
     x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
     pos = np.column_stack([x.ravel(), np.zeros(n * n), y.ravel()])
     idx = np.arange(n * n).reshape(n, n)
     edges = grid_springs(n)
     fixed = np.zeros(n * n, bool)
-    fixed[[idx[-1, 0], idx[-1, -1]]] = True
+    fixed[[idx[-1, 0], idx[-1, -1]] if pinned == "corners" else idx[-1, :]] = True
     return ms.from_arrays(pos, total_mass / (n * n), fixed=fixed, springs=edges,
                           stiffness=k, damping=0.01, gravity=[0, 0, -9.81])
 
@@ -82,6 +83,9 @@ def main():
     ap.add_argument("--big", action="store_true",
                     help="also 257x257 with multigrid (about a minute): the scaling once "
                          "every level's data has left the CPU cache")
+    ap.add_argument("--curtain", action="store_true",
+                    help="also a 129x129 sheet pinned along its top edge, step by step: "
+                         "Newton stalls after 0.05 s (known problem, several minutes)")
     args = ap.parse_args()
     steps = 50 if args.quick else 200
     h = 1.0 / 120.0  # 24 fps, 5 substeps
@@ -122,6 +126,23 @@ def main():
               f"steps")
         slope = np.log(t / times["multigrid"][-1]) / np.log(257**2 / 129**2)
         print(f"growth exponent from 129x129 to 257x257, multigrid: {slope:.2f}")
+    if args.curtain:
+        curtain(h)
+
+
+def curtain(h, n=129, steps=10):
+    mss = grid(n, pinned="edge")
+    before = mss.stats
+    for i in range(steps):
+        t0 = time.perf_counter()
+        mss.simulate(h, 1)
+        st = mss.stats
+        print(f"curtain {n}x{n} step {i}: {time.perf_counter() - t0:7.2f} s, "
+              f"{mss.last_newton_iterations} Newton iterations, "
+              f"{st['halved_steps'] - before['halved_steps']} halvings, "
+              f"{st['krylov_iterations'] - before['krylov_iterations']} BiCGSTAB iterations",
+              flush=True)
+        before = st
 
 if __name__ == "__main__":
     main()
