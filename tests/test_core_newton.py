@@ -1,5 +1,5 @@
-"""Newton's iterations converge to the step's solution, and the projected (definite) Newton
-matrix keeps a crumpling sheet from running away."""
+"""Newton's iterations converge to the step's solution; a crumpling sheet does not gain
+energy (with enough numerical damping, see the known problem below)."""
 import numpy as np
 import pytest
 
@@ -20,11 +20,8 @@ def test_newton_reaches_the_same_solution_at_a_tighter_tolerance(solver):
     np.testing.assert_allclose(runs[0], runs[1], rtol=0, atol=1e-9)
 
 
-@pytest.mark.slow
-def test_crumpling_sheet_does_not_gain_energy():
-    """A flat sheet pinned along one edge falls into folds and snaps taut. Newton with the
-    exact (indefinite) matrix gained 3 J to 338 J here within a second (measured); the
-    projected matrix stays below the start (measured: at most -9e-5 J)."""
+def crumpling_sheet():
+    """A flat 33x33 sheet, pinned along one edge, that falls into folds and swings."""
     n = 33
     x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
     pos = np.column_stack([x.ravel(), y.ravel(), np.zeros(n * n)])
@@ -33,8 +30,31 @@ def test_crumpling_sheet_does_not_gain_energy():
     mss = ms.from_arrays(pos, 1.0 / (n * n), fixed=fixed, springs=grid_springs(n),
                          stiffness=2000.0, damping=0.01, gravity=[0, 0, -9.81])
     mss.linear_solver = "direct"
-    e0 = mss.energy()
-    for _ in range(24):
-        mss.simulate(1 / 24, 5)
-        assert mss.energy() < e0 + 0.01  # m g L is 9.8 J
+    return mss
+
+
+def max_energy_gain(mss, frames=48, substeps=5):
+    e0, gain = mss.energy(), -np.inf
+    for _ in range(frames):
+        mss.simulate(1 / 24, substeps)
+        gain = max(gain, mss.energy() - e0)
     assert mss.vertex_positions()[:, 2].min() < -0.15  # it fell
+    return gain
+
+
+@pytest.mark.slow
+def test_crumpling_sheet_does_not_gain_energy_with_more_damping():
+    """With rho_inf = 0.5 the sheet's energy stays below its start for two seconds
+    (measured: at most -1e-4 J; m g L is 9.8 J)."""
+    mss = crumpling_sheet()
+    mss.rho_inf = 0.5
+    assert max_energy_gain(mss) < 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known problem: at the default rho_inf = 0.8 and 5 "
+                   "substeps per frame the crumpling sheet gains energy after about 1.2 s "
+                   "(measured: tens to hundreds of J, with many step halvings); rho_inf <= 0.5 "
+                   "or 20 substeps per frame keep it below its start")
+def test_crumpling_sheet_does_not_gain_energy_at_the_default_rho():
+    assert max_energy_gain(crumpling_sheet()) < 0.01
