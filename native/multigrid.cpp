@@ -164,6 +164,7 @@ std::vector<int> SmoothedAggregation::aggregate(const Level& level, int& num_agg
 
 bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int dim) {
   levels_.clear();
+  dim_ = dim;
   cycle_flops_ = setup_flops_ = 0;
   levels_.emplace_back();
   levels_[0].A = A;
@@ -220,6 +221,7 @@ bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int di
     const int nc = coarse_start.back();
     if (nc > 0.8 * Al.rows()) break;  // no longer coarsening
     if (!invert_diagonal_blocks(level)) return false;
+    if (levels_.size() == 1) build_node_blocks(level, dim);
     RowMat T(Al.rows(), nc);
     T.setFromTriplets(t.begin(), t.end());
     RowMat Dinv(Al.rows(), Al.rows());
@@ -264,8 +266,97 @@ bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int di
   return true;
 }
 
+void SmoothedAggregation::build_node_blocks(Level& level, int dim) const {
+  const RowMat& A = level.A;
+  const int nn = level.num_nodes();
+  level.node_row_start.assign(1, 0);
+  level.node_col.clear();
+  level.node_blocks.clear();
+  std::vector<int> slot(nn, -1);  // block of node column j in the current node row
+  for (int k = 0; k < nn; ++k) {
+    const int first = static_cast<int>(level.node_col.size());
+    for (int i = 0; i < dim; ++i)
+      for (RowMat::InnerIterator it(A, dim * k + i); it; ++it) {
+        const int j = static_cast<int>(it.col()) / dim;
+        if (slot[j] < first) {
+          slot[j] = static_cast<int>(level.node_col.size());
+          level.node_col.push_back(j);
+          level.node_blocks.resize(level.node_blocks.size() + dim * dim, 0.0f);
+        }
+        level.node_blocks[dim * dim * slot[j] + dim * i + it.col() % dim] =
+            static_cast<float>(it.value());
+      }
+    level.node_row_start.push_back(static_cast<int>(level.node_col.size()));
+  }
+}
+
+namespace {
+
+// r = b - A x over the node rows [k, k + 1) of a node-block matrix with D x D blocks.
+template <int D>
+inline void node_row_residual(const std::vector<int>& row_start, const std::vector<int>& col,
+                              const std::vector<float>& blocks, int k, const double* b,
+                              const double* x, double* r) {
+  double acc[D];
+  for (int i = 0; i < D; ++i) acc[i] = b[D * k + i];
+  for (int p = row_start[k]; p < row_start[k + 1]; ++p) {
+    const float* B = &blocks[D * D * p];
+    const double* xj = x + D * col[p];
+    for (int i = 0; i < D; ++i)
+      for (int j = 0; j < D; ++j) acc[i] -= B[D * i + j] * xj[j];
+  }
+  for (int i = 0; i < D; ++i) r[i] = acc[i];
+}
+
+template <int D>
+void node_gauss_seidel(const std::vector<int>& row_start, const std::vector<int>& col,
+                       const std::vector<float>& blocks, const std::vector<double>& inv,
+                       const VectorXd& b, VectorXd& x, bool forward) {
+  const int nn = static_cast<int>(row_start.size()) - 1;
+  double res[D];
+  for (int step = 0; step < nn; ++step) {
+    const int k = forward ? step : nn - 1 - step;
+    node_row_residual<D>(row_start, col, blocks, k, b.data(), x.data(), res);
+    const double* Ik = &inv[D * D * k];
+    for (int i = 0; i < D; ++i) {
+      double acc = 0;
+      for (int j = 0; j < D; ++j) acc += Ik[D * i + j] * res[j];
+      x(D * k + i) += acc;
+    }
+  }
+}
+
+}  // namespace
+
+void SmoothedAggregation::residual(const Level& level, const VectorXd& b, const VectorXd& x,
+                                   VectorXd& r) const {
+  r.resize(b.size());
+  if (level.node_col.empty()) {
+    r = b - level.A * x;
+    return;
+  }
+  const int nn = level.num_nodes();
+  for (int k = 0; k < nn; ++k) {
+    if (dim_ == 3)
+      node_row_residual<3>(level.node_row_start, level.node_col, level.node_blocks, k,
+                           b.data(), x.data(), r.data() + 3 * k);
+    else
+      node_row_residual<2>(level.node_row_start, level.node_col, level.node_blocks, k,
+                           b.data(), x.data(), r.data() + 2 * k);
+  }
+}
+
 void SmoothedAggregation::gauss_seidel(const Level& level, const VectorXd& b, VectorXd& x,
                                        bool forward) const {
+  if (!level.node_col.empty()) {
+    if (dim_ == 3)
+      node_gauss_seidel<3>(level.node_row_start, level.node_col, level.node_blocks,
+                           level.block_inv, b, x, forward);
+    else
+      node_gauss_seidel<2>(level.node_row_start, level.node_col, level.node_blocks,
+                           level.block_inv, b, x, forward);
+    return;
+  }
   const int* outer = level.A.outerIndexPtr();
   const int* inner = level.A.innerIndexPtr();
   const double* val = level.A.valuePtr();
@@ -293,7 +384,9 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   const Level& level = levels_[l];
   x.setZero(b.size());
   gauss_seidel(level, b, x, true);
-  const VectorXd coarse_b = level.P.transpose() * (b - level.A * x);
+  VectorXd r;
+  residual(level, b, x, r);
+  const VectorXd coarse_b = level.P.transpose() * r;
   VectorXd coarse_x;
   cycle(l + 1, coarse_b, coarse_x);
   x += level.P * coarse_x;
