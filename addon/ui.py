@@ -16,6 +16,15 @@ class MassSpringPanelBase:
     def poll(cls, context):
         return context.object is not None and context.object.type == 'MESH'
 
+    def settings_layout(self, context):
+        """The panel's layout, split and greyed out like Cloth's while the switch is off,
+        and the object's settings."""
+        layout = self.layout
+        settings = context.object.mass_spring
+        layout.use_property_split = True
+        layout.active = settings.enabled
+        return layout, settings
+
 
 class PHYSICS_PT_mass_spring(MassSpringPanelBase, bpy.types.Panel):
     bl_label = "Mass–Spring"
@@ -24,11 +33,8 @@ class PHYSICS_PT_mass_spring(MassSpringPanelBase, bpy.types.Panel):
         self.layout.prop(context.object.mass_spring, "enabled", text="")
 
     def draw(self, context):
-        layout = self.layout
+        layout, settings = self.settings_layout(context)
         obj = context.object
-        settings = obj.mass_spring
-        layout.use_property_split = True
-        layout.active = settings.enabled
         if not settings.enabled:
             layout.label(text="Tick the box to simulate this mesh", icon='INFO')
         record = writers.bake_record(obj)
@@ -47,11 +53,8 @@ class PHYSICS_PT_mass_spring_mass(MassSpringPanelBase, bpy.types.Panel):
     bl_parent_id = "PHYSICS_PT_mass_spring"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
+        layout, settings = self.settings_layout(context)
         obj = context.object
-        settings = obj.mass_spring
-        layout.active = settings.enabled
         layout.prop(settings, "total_mass")
         layout.prop_search(settings, "mass_group", obj, "vertex_groups", text="Weight Group")
         layout.prop_search(settings, "pin_group", obj, "vertex_groups", text="Pin Group")
@@ -62,11 +65,8 @@ class PHYSICS_PT_mass_spring_springs(MassSpringPanelBase, bpy.types.Panel):
     bl_parent_id = "PHYSICS_PT_mass_spring"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
+        layout, settings = self.settings_layout(context)
         obj = context.object
-        settings = obj.mass_spring
-        layout.active = settings.enabled
         layout.prop(settings, "stiffness")
         layout.prop(settings, "damping")
         layout.prop_search(settings, "stiffness_attribute", obj.data, "attributes", text="Stiffness Scale")
@@ -102,10 +102,7 @@ class PHYSICS_PT_mass_spring_velocity(MassSpringPanelBase, bpy.types.Panel):
     bl_options = {'DEFAULT_CLOSED'}
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        settings = context.object.mass_spring
-        layout.active = settings.enabled
+        layout, settings = self.settings_layout(context)
         layout.prop(settings, "initial_velocity", text="Linear")
         layout.prop(settings, "initial_angular_velocity", text="Angular (rad/s)")
 
@@ -115,11 +112,8 @@ class PHYSICS_PT_mass_spring_solver(MassSpringPanelBase, bpy.types.Panel):
     bl_parent_id = "PHYSICS_PT_mass_spring"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
+        layout, settings = self.settings_layout(context)
         scene = context.scene
-        settings = context.object.mass_spring
-        layout.active = settings.enabled
         layout.prop(settings, "integrator")
         row = layout.row()
         row.active = settings.integrator == 'GENERALIZED_ALPHA'
@@ -138,10 +132,7 @@ class PHYSICS_PT_mass_spring_output(MassSpringPanelBase, bpy.types.Panel):
     bl_parent_id = "PHYSICS_PT_mass_spring"
 
     def draw(self, context):
-        layout = self.layout
-        layout.use_property_split = True
-        settings = context.object.mass_spring
-        layout.active = settings.enabled
+        layout, settings = self.settings_layout(context)
         layout.prop(settings, "use_scene_frame_range")
         col = layout.column(align=True)
         col.active = not settings.use_scene_frame_range
