@@ -12,7 +12,6 @@
 #include <Eigen/Sparse>
 #include <Eigen/SparseCholesky>
 #include <Eigen/SparseLU>
-#include <Eigen/IterativeLinearSolvers>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,7 +61,7 @@ struct FixPath {
 // is the LDL^T factor of P = sym(J) with -delta*I in place of the zero constraint block:
 // quasi-definite, so LDL^T needs no pivoting under any fill-reducing ordering, and
 // regular even with redundant rods (e.g. three collinear rigid edges). It is kept across
-// Newton iterations and steps and drives BiCGSTAB against the true J (unsymmetric with
+// Newton iterations and steps and drives GMRES against the true J (unsymmetric with
 // dampers); it is refreshed only when it stops being effective. If J itself is singular,
 // the regularized solution P^-1 b is the Newton direction (least-squares multipliers).
 class NewtonLinearSolver {
@@ -96,7 +95,7 @@ class NewtonLinearSolver {
  private:
   bool refactor();
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
-  // Preconditioned BiCGSTAB against J, refreshing the preconditioner when it is stale.
+  // Preconditioned GMRES against J, refreshing the preconditioner when it is stale.
   bool krylov_solve(const VectorXd& b, VectorXd& x, double tol);
   bool solve_lu(const VectorXd& b, VectorXd& x);
   SpMat P_;

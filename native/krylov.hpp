@@ -1,0 +1,90 @@
+// Right-preconditioned restarted GMRES for Newton's linear systems.
+//
+// Why GMRES and not BiCGSTAB: the preconditioner (a multigrid V-cycle or an LDL^T solve)
+// dominates the cost of a solve, and GMRES applies it once per iteration where BiCGSTAB
+// applies it twice. Newton only asks for a relative residual of 1e-2, which GMRES reaches
+// in a few iterations, so the Krylov basis stays short.
+#pragma once
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <vector>
+
+namespace ms {
+
+struct KrylovResult {
+  int iterations = 0;        // preconditioner applications
+  double relative_residual;  // |b - A x| / |b|, computed from x (not the recurrence)
+  bool converged = false;
+};
+
+// Solves A x = b from the initial guess in x until |b - A x| <= tol |b|. `multiply(v)`
+// returns A v, `precondition(v)` an approximation of A^-1 v.
+template <class Multiply, class Precondition>
+KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
+                   const Eigen::VectorXd& b, Eigen::VectorXd& x, double tol,
+                   int max_iterations, int restart = 30) {
+  using Eigen::VectorXd;
+  KrylovResult result;
+  const double bnorm = b.norm();
+  if (bnorm == 0.0) {
+    x.setZero(b.size());
+    result.relative_residual = 0.0;
+    result.converged = true;
+    return result;
+  }
+  VectorXd r = b - multiply(x);
+  Eigen::MatrixXd H(restart + 1, restart);
+  VectorXd cs(restart), sn(restart), g(restart + 1);
+  std::vector<VectorXd> V, Z;  // Arnoldi basis and its preconditioned images
+  while (true) {
+    const double beta = r.norm();
+    result.relative_residual = beta / bnorm;
+    if (!std::isfinite(beta)) return result;
+    if (beta <= tol * bnorm) {
+      result.converged = true;
+      return result;
+    }
+    if (result.iterations >= max_iterations) return result;
+    V.assign(1, r / beta);
+    Z.clear();
+    g.setZero();
+    g(0) = beta;
+    int j = 0;
+    while (j < restart && result.iterations < max_iterations) {
+      Z.push_back(precondition(V[j]));
+      VectorXd w = multiply(Z[j]);
+      ++result.iterations;
+      for (int i = 0; i <= j; ++i) {  // modified Gram-Schmidt
+        H(i, j) = w.dot(V[i]);
+        w -= H(i, j) * V[i];
+      }
+      const double h_next = w.norm();
+      for (int i = 0; i < j; ++i) {  // earlier Givens rotations on the new column
+        const double t = cs(i) * H(i, j) + sn(i) * H(i + 1, j);
+        H(i + 1, j) = -sn(i) * H(i, j) + cs(i) * H(i + 1, j);
+        H(i, j) = t;
+      }
+      const double rho = std::hypot(H(j, j), h_next);
+      cs(j) = rho > 0 ? H(j, j) / rho : 1.0;
+      sn(j) = rho > 0 ? h_next / rho : 0.0;
+      H(j, j) = rho;
+      g(j + 1) = -sn(j) * g(j);
+      g(j) *= cs(j);
+      ++j;
+      // Converged by the recurrence, or the Krylov space is exhausted (exact solution).
+      if (std::abs(g(j)) <= tol * bnorm || h_next <= 1e-14 * rho) break;
+      V.push_back(w / h_next);
+    }
+    // x += Z y with H(0:j, 0:j) y = g(0:j), upper triangular.
+    VectorXd y = g.head(j);
+    for (int i = j - 1; i >= 0; --i) {
+      for (int k = i + 1; k < j; ++k) y(i) -= H(i, k) * y(k);
+      y(i) = H(i, i) != 0.0 ? y(i) / H(i, i) : 0.0;
+    }
+    for (int i = 0; i < j; ++i) x += y(i) * Z[i];
+    r = b - multiply(x);
+  }
+}
+
+}  // namespace ms
