@@ -117,7 +117,7 @@ class SimulationSettings:
     damping: float = 0.0
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     integrator: str = "GENERALIZED_ALPHA"
-    rho_inf: float = 0.8
+    rho_inf: float = 0.5  # the add-on's default (properties.py says why)
     substeps: int = 5
     fps: float = 24.0
     initial_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
