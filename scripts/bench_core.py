@@ -114,7 +114,7 @@ def main():
                 print(f"grid {n}x{n} {pinned:7s} {solver:9s} {mss.num_unknowns:8d} {t:9.3f}   "
                       f"{st['factorizations']} factorizations/setups "
                       f"({1e3 * st['factor_seconds']:.0f} ms), {st['krylov_iterations']} "
-                      f"BiCGSTAB iterations, solves {1e3 * st['solve_seconds']:.0f} ms, over "
+                      f"GMRES iterations, solves {1e3 * st['solve_seconds']:.0f} ms, over "
                       f"{st['steps']} steps", flush=True)
         auto = [times["multigrid" if s >= ms.MULTIGRID_MIN_MASSES else "direct"][i]
                 for i, s in enumerate(sizes)]
@@ -129,7 +129,7 @@ def main():
         mss.linear_solver = "multigrid"
         t = ms_per_step(mss, h, 10, per_call=5)
         print(f"grid 257x257 multigrid {mss.num_unknowns:8d} {t:9.3f}   "
-              f"{mss.stats['krylov_iterations']} BiCGSTAB iterations over {mss.stats['steps']} "
+              f"{mss.stats['krylov_iterations']} GMRES iterations over {mss.stats['steps']} "
               f"steps")
         slope = np.log(t / corner_multigrid_129) / np.log(257**2 / 129**2)
         print(f"growth exponent from 129x129 to 257x257, multigrid: {slope:.2f}")
@@ -147,7 +147,7 @@ def curtain(h, n=129, steps=12):
         print(f"curtain {n}x{n} step {i}: {time.perf_counter() - t0:7.2f} s, "
               f"{mss.last_newton_iterations} Newton iterations, "
               f"{st['halved_steps'] - before['halved_steps']} halvings, "
-              f"{st['krylov_iterations'] - before['krylov_iterations']} BiCGSTAB iterations",
+              f"{st['krylov_iterations'] - before['krylov_iterations']} GMRES iterations",
               flush=True)
         before = st
 
