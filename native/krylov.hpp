@@ -33,7 +33,8 @@ KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
     result.converged = true;
     return result;
   }
-  VectorXd r = b - multiply(x);
+  // A zero start (the usual case with multigrid) needs no product with A.
+  VectorXd r = x.isZero(0.0) ? b : VectorXd(b - multiply(x));
   Eigen::MatrixXd H(restart + 1, restart);
   VectorXd cs(restart), sn(restart), g(restart + 1);
   std::vector<VectorXd> V, Z;  // Arnoldi basis and its preconditioned images

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace ms {
 
@@ -328,6 +329,19 @@ void node_gauss_seidel(const std::vector<int>& row_start, const std::vector<int>
 
 }  // namespace
 
+namespace {
+
+// Calls f(std::integral_constant<int, D>{}) for the node size D (2 or 3) of the finest level.
+template <class F>
+void with_node_size(int dim, F&& f) {
+  if (dim == 3)
+    f(std::integral_constant<int, 3>{});
+  else
+    f(std::integral_constant<int, 2>{});
+}
+
+}  // namespace
+
 void SmoothedAggregation::residual(const Level& level, const VectorXd& b, const VectorXd& x,
                                    VectorXd& r) const {
   r.resize(b.size());
@@ -335,26 +349,22 @@ void SmoothedAggregation::residual(const Level& level, const VectorXd& b, const 
     r = b - level.A * x;
     return;
   }
-  const int nn = level.num_nodes();
-  for (int k = 0; k < nn; ++k) {
-    if (dim_ == 3)
-      node_row_residual<3>(level.node_row_start, level.node_col, level.node_blocks, k,
-                           b.data(), x.data(), r.data() + 3 * k);
-    else
-      node_row_residual<2>(level.node_row_start, level.node_col, level.node_blocks, k,
-                           b.data(), x.data(), r.data() + 2 * k);
-  }
+  with_node_size(dim_, [&](auto size) {
+    constexpr int D = decltype(size)::value;
+    for (int k = 0; k < level.num_nodes(); ++k)
+      node_row_residual<D>(level.node_row_start, level.node_col, level.node_blocks, k,
+                           b.data(), x.data(), r.data() + D * k);
+  });
 }
 
 void SmoothedAggregation::gauss_seidel(const Level& level, const VectorXd& b, VectorXd& x,
                                        bool forward) const {
   if (!level.node_col.empty()) {
-    if (dim_ == 3)
-      node_gauss_seidel<3>(level.node_row_start, level.node_col, level.node_blocks,
-                           level.block_inv, b, x, forward);
-    else
-      node_gauss_seidel<2>(level.node_row_start, level.node_col, level.node_blocks,
-                           level.block_inv, b, x, forward);
+    with_node_size(dim_, [&](auto size) {
+      node_gauss_seidel<decltype(size)::value>(level.node_row_start, level.node_col,
+                                               level.node_blocks, level.block_inv, b, x,
+                                               forward);
+    });
     return;
   }
   const int* outer = level.A.outerIndexPtr();
