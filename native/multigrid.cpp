@@ -279,6 +279,7 @@ void SmoothedAggregation::build_node_blocks(Level& level, int dim) const {
     for (int i = 0; i < dim; ++i)
       for (RowMat::InnerIterator it(A, dim * k + i); it; ++it) {
         const int j = static_cast<int>(it.col()) / dim;
+        if (j >= k) continue;  // strictly lower blocks only (A is symmetric)
         if (slot[j] < first) {
           slot[j] = static_cast<int>(level.node_col.size());
           level.node_col.push_back(j);
@@ -293,43 +294,52 @@ void SmoothedAggregation::build_node_blocks(Level& level, int dim) const {
 
 namespace {
 
-// r = b - A x over the node rows [k, k + 1) of a node-block matrix with D x D blocks.
+// Block Gauss-Seidel on the strictly lower D x D blocks L of a symmetric matrix
+// A = L + diag + L^T, row k's blocks A_kj (j < k) stored in node order. Row k of a sweep
+// gathers A_kj x_j over its lower blocks and scatters A_kj^T x_k (= A_jk x_k) into
+// `pending` for the rows j < k, so each block is read once per sweep (half of A).
+//
+// Forward from x = 0: x_k = D_k^-1 (b_k - sum_{j<k} A_kj x_j), and since the upper part
+// met zeros, the residual b - A x is exactly -sum_{j>k} A_kj x_j: what was scattered.
+// Backward: row k's upper part acts on the rows j > k already updated (scattered into
+// `pending`), its lower part on the x_j not yet updated (gathered).
 template <int D>
-inline void node_row_residual(const std::vector<int>& row_start, const std::vector<int>& col,
-                              const std::vector<float>& blocks, int k, const double* b,
-                              const double* x, double* r) {
-  double acc[D];
-  for (int i = 0; i < D; ++i) acc[i] = b[D * k + i];
-  for (int p = row_start[k]; p < row_start[k + 1]; ++p) {
-    const float* B = &blocks[D * D * p];
-    const double* xj = x + D * col[p];
-    for (int i = 0; i < D; ++i)
-      for (int j = 0; j < D; ++j) acc[i] -= B[D * i + j] * xj[j];
-  }
-  for (int i = 0; i < D; ++i) r[i] = acc[i];
-}
-
-template <int D>
-void node_gauss_seidel(const std::vector<int>& row_start, const std::vector<int>& col,
+void lower_block_sweep(const std::vector<int>& row_start, const std::vector<int>& col,
                        const std::vector<float>& blocks, const std::vector<double>& inv,
-                       const VectorXd& b, VectorXd& x, bool forward) {
+                       const VectorXd& b, VectorXd& x, VectorXd& pending, bool forward) {
   const int nn = static_cast<int>(row_start.size()) - 1;
-  double res[D];
   for (int step = 0; step < nn; ++step) {
     const int k = forward ? step : nn - 1 - step;
-    node_row_residual<D>(row_start, col, blocks, k, b.data(), x.data(), res);
+    double s[D];
+    for (int i = 0; i < D; ++i) s[i] = b[D * k + i] - (forward ? 0.0 : pending[D * k + i]);
+    for (int p = row_start[k]; p < row_start[k + 1]; ++p) {
+      const float* B = &blocks[D * D * p];
+      const double* xj = x.data() + D * col[p];
+      for (int i = 0; i < D; ++i) {
+        double t = 0;  // one subtraction per block row keeps the dependency chains short
+        for (int j = 0; j < D; ++j) t += B[D * i + j] * xj[j];
+        s[i] -= t;
+      }
+    }
     const double* Ik = &inv[D * D * k];
+    double* xk = x.data() + D * k;
     for (int i = 0; i < D; ++i) {
       double acc = 0;
-      for (int j = 0; j < D; ++j) acc += Ik[D * i + j] * res[j];
-      x(D * k + i) += acc;
+      for (int j = 0; j < D; ++j) acc += Ik[D * i + j] * s[j];
+      xk[i] = acc;
+    }
+    const double sign = forward ? -1.0 : 1.0;  // forward: residual; backward: A_jk x_k
+    for (int p = row_start[k]; p < row_start[k + 1]; ++p) {
+      const float* B = &blocks[D * D * p];
+      double* pj = pending.data() + D * col[p];
+      for (int j = 0; j < D; ++j) {
+        double t = 0;
+        for (int i = 0; i < D; ++i) t += B[D * i + j] * xk[i];
+        pj[j] += sign * t;
+      }
     }
   }
 }
-
-}  // namespace
-
-namespace {
 
 // Calls f(std::integral_constant<int, D>{}) for the node size D (2 or 3) of the finest level.
 template <class F>
@@ -342,31 +352,19 @@ void with_node_size(int dim, F&& f) {
 
 }  // namespace
 
-void SmoothedAggregation::residual(const Level& level, const VectorXd& b, const VectorXd& x,
-                                   VectorXd& r) const {
-  r.resize(b.size());
-  if (level.node_col.empty()) {
-    r = b - level.A * x;
-    return;
-  }
+void SmoothedAggregation::node_sweep(const Level& level, const VectorXd& b, VectorXd& x,
+                                     VectorXd& pending, bool forward) const {
+  pending.setZero(b.size());
+  if (forward) x.setZero(b.size());
   with_node_size(dim_, [&](auto size) {
-    constexpr int D = decltype(size)::value;
-    for (int k = 0; k < level.num_nodes(); ++k)
-      node_row_residual<D>(level.node_row_start, level.node_col, level.node_blocks, k,
-                           b.data(), x.data(), r.data() + D * k);
+    lower_block_sweep<decltype(size)::value>(level.node_row_start, level.node_col,
+                                             level.node_blocks, level.block_inv, b, x,
+                                             pending, forward);
   });
 }
 
 void SmoothedAggregation::gauss_seidel(const Level& level, const VectorXd& b, VectorXd& x,
                                        bool forward) const {
-  if (!level.node_col.empty()) {
-    with_node_size(dim_, [&](auto size) {
-      node_gauss_seidel<decltype(size)::value>(level.node_row_start, level.node_col,
-                                               level.node_blocks, level.block_inv, b, x,
-                                               forward);
-    });
-    return;
-  }
   const int* outer = level.A.outerIndexPtr();
   const int* inner = level.A.innerIndexPtr();
   const double* val = level.A.valuePtr();
@@ -392,15 +390,22 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
     return;
   }
   const Level& level = levels_[l];
-  x.setZero(b.size());
-  gauss_seidel(level, b, x, true);
   VectorXd r;
-  residual(level, b, x, r);
+  if (level.node_col.empty()) {
+    x.setZero(b.size());
+    gauss_seidel(level, b, x, true);
+    r = b - level.A * x;
+  } else {
+    node_sweep(level, b, x, r, true);
+  }
   const VectorXd coarse_b = level.P.transpose() * r;
   VectorXd coarse_x;
   cycle(l + 1, coarse_b, coarse_x);
   x += level.P * coarse_x;
-  gauss_seidel(level, b, x, false);
+  if (level.node_col.empty())
+    gauss_seidel(level, b, x, false);
+  else
+    node_sweep(level, b, x, r, false);
 }
 
 void SmoothedAggregation::apply(const VectorXd& b, VectorXd& x) const { cycle(0, b, x); }
