@@ -52,23 +52,25 @@ class SmoothedAggregation {
     std::vector<double> block_inv;   // inverse of each diagonal block, row-major
     std::vector<int> block_inv_start;
     RowMat P;                        // prolongation from the next level
-    // The finest level's A again, as its strictly lower D x D blocks with float values:
-    // the two sweeps of a V-cycle stream A, and this layout moves 2.2 bytes per nonzero
-    // of A instead of 12 (a preconditioner needs no more than float accuracy; the Krylov
-    // method multiplies by the exact matrix).
-    std::vector<int> node_row_start, node_col;
+    // A again for the smoother, as its strictly lower node blocks with float values, row
+    // by row: the two sweeps of a V-cycle stream A, and this layout moves about 2.2 bytes
+    // per nonzero of A instead of 12 (a preconditioner needs no more than float accuracy;
+    // the Krylov method multiplies by the exact matrix). Row k's blocks are the columns
+    // node_col[node_row_start[k] ...], their values from node_blocks[node_value_start[k]].
+    std::vector<int> node_row_start, node_col, node_value_start;
     std::vector<float> node_blocks;
     int num_nodes() const { return static_cast<int>(block_start.size()) - 1; }
   };
-  void build_node_blocks(Level& level, int dim) const;
-  // Block Gauss-Seidel sweep on the node blocks: forward from x = 0, leaving the residual
-  // b - A x in `pending`; backward from the given x (`pending` is workspace).
-  void node_sweep(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x,
-                  Eigen::VectorXd& pending, bool forward) const;
+  void build_node_blocks(Level& level) const;
+  // Block Gauss-Seidel sweep on level l: forward from x = 0, leaving the residual b - A x
+  // in `pending`; backward from the given x (`pending` is workspace).
+  void sweep(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x, Eigen::VectorXd& pending,
+             bool forward) const;
+  template <int D>
+  void lower_block_sweep(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x,
+                         Eigen::VectorXd& pending, bool forward) const;
   bool invert_diagonal_blocks(Level& level) const;
   std::vector<int> aggregate(const Level& level, int& num_aggregates) const;
-  void gauss_seidel(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x,
-                    bool forward) const;
   void cycle(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
 
   std::vector<Level> levels_;
