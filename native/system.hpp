@@ -241,6 +241,9 @@ class System {
   // Sets acc, lam and the generalized-alpha auxiliary for steps of size h (0: aux = acc).
   void make_consistent(const FixPath<D>& path, double h);
   bool implicit_step(double h, const FixPath<D>& path, std::string& why);
+  // Size of a Newton correction (accelerations and multipliers) as the force it stands
+  // for, m da + G^T dlam, in units of the acceleration tolerance.
+  double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
   void advance(double h, const FixPath<D>& path, int depth);
   void check_connector(const Connector& c, const std::string& item) const;
