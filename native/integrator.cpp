@@ -115,7 +115,7 @@ double System<D>::correction_error(const VectorXd& delta, double acc_tol, double
   if (delta.size() > nm) {  // the rods' share: G^T dlam, from the Newton matrix's column block
     VectorXd dlam = VectorXd::Zero(delta.size());
     dlam.tail(delta.size() - nm) = delta.tail(delta.size() - nm);
-    force = lin_.J * dlam;
+    force = lin_.elements.multiply(dlam);
   }
   double err = 0;
   for (int i = 0; i < num_masses(); ++i)

@@ -335,10 +335,6 @@ void spring_terms(const Spring& s, const Vec<D>& d, const Vec<D>& dv, Vec<D>& fa
   }
 }
 
-struct NullSink {
-  void add(int, int, double) {}
-};
-
 struct PatternSink {
   std::vector<Eigen::Triplet<double>> entries;
   void add(int r, int c, double) { entries.emplace_back(r, c, 0.0); }
@@ -358,34 +354,24 @@ struct TripletSink {
 
 }  // namespace
 
-// One pass over all elements computing F = f - G^T lam, g, and (through `sink`) the matrix
+// One pass over all elements computing F = f - G^T lam, g, and (into `matrix`, in element
+// form) the matrix
 //     cM * M - cK * dF/dq - cV * dF/dv     in the mass rows and columns,
 //     G^T in the multiplier columns, G in the multiplier rows, 0 on their diagonal.
-// The sequence of sink.add calls depends only on the topology, never on values: the
-// pattern is recorded once and later passes write values into fixed slots.
 template <int D>
-template <class Sink>
 void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
-                         double cV, VectorXd* F, VectorXd* g, Sink& sink) const {
+                         double cV, VectorXd* F, VectorXd* g, ElementMatrix* matrix) const {
   const int nm = num_masses();
-  const int row_lam = D * nm;
   if (F) F->setZero(D * nm);
   if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
-
-  auto block = [&](const Connector& a, const Connector& b, const MatD& W) {
-    for (int r = 0; r < D; ++r)
-      for (int c = 0; c < D; ++c) sink.add(D * a.nr + r, D * b.nr + c, W(r, c));
-  };
-  // Pair blocks of an element acting on both ends with d f_a / d p_b = W.
-  auto pair_blocks = [&](const std::array<Connector, 2>& c, const MatD& W) {
-    const bool ma = c[0].type == MASS, mb = c[1].type == MASS;
-    if (ma) block(c[0], c[0], W);
-    if (mb) block(c[1], c[1], W);
-    if (ma && mb) {
-      block(c[0], c[1], -W);
-      block(c[1], c[0], -W);
-    }
-  };
+  const int nc = static_cast<int>(constraints_.size());
+  if (matrix) {
+    int pairs = nc;  // springs between two fixes have no matrix entries
+    for (const Spring& s : springs_) pairs += s.c[0].type == MASS || s.c[1].type == MASS;
+    matrix->resize(D, nm, pairs, nc);
+  }
+  auto node = [](const Connector& c) { return c.type == MASS ? c.nr : -1; };
+  int pair = 0;
   if (F) element_force_scale_ = 0.0;
   auto add_force = [&](const std::array<Connector, 2>& c, const VecD& fa) {
     if (!F) return;
@@ -399,8 +385,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
       F->template segment<D>(D * i) += mass_[i] * gravity;
       element_force_scale_ = std::max(element_force_scale_, mass_[i] * gravity.cwiseAbs().maxCoeff());
     }
-    const Connector c{MASS, i, id_};
-    block(c, c, cM * mass_[i] * MatD::Identity());
+    if (matrix) matrix->set_mass(i, cM * mass_[i]);
   }
 
   for (const Spring& s : springs_) {
@@ -411,10 +396,11 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     MatD A, B;
     spring_terms<D>(s, d, dv, fa, A, B, definite_newton_);
     add_force(s.c, fa);
-    pair_blocks(s.c, cK * A + cV * B);
+    if (matrix) matrix->set_pair(pair, node(s.c[0]), node(s.c[1]), cK * A + cV * B);
+    ++pair;
   }
 
-  for (std::size_t j = 0; j < constraints_.size(); ++j) {
+  for (int j = 0; j < nc; ++j) {
     const DistanceConstraint& dc = constraints_[j];
     const VecD d = kin.pos(dc.c[1]) - kin.pos(dc.c[0]);
     const double L0 = dc.length;
@@ -422,25 +408,19 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     if (g) (*g)(j) = (d.squaredNorm() - L0 * L0) / (2 * L0);
     add_force(dc.c, lam(j) * grad);  // -G^T lam: pulls a toward b when lam > 0
     const double tension = definite_newton_ ? std::max(lam(j), 0.0) : lam(j);
-    pair_blocks(dc.c, (cK * tension / L0) * MatD::Identity());
-    const int r = row_lam + static_cast<int>(j);
-    for (int side = 0; side < 2; ++side) {
-      if (dc.c[side].type != MASS) continue;
-      const double sign = side == 0 ? -1.0 : 1.0;
-      for (int k = 0; k < D; ++k) {
-        sink.add(r, D * dc.c[side].nr + k, sign * grad(k));
-        sink.add(D * dc.c[side].nr + k, r, sign * grad(k));
-      }
+    if (matrix) {
+      matrix->set_pair(pair, node(dc.c[0]), node(dc.c[1]),
+                       MatD((cK * tension / L0) * MatD::Identity()));
+      matrix->set_rod(j, grad);
     }
-    sink.add(r, r, 0.0);
+    ++pair;
   }
 }
 
 template <int D>
 void System<D>::forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F,
                        VectorXd& g) const {
-  NullSink none;
-  assemble(kin, lam, 0.0, 0.0, 0.0, &F, &g, none);
+  assemble(kin, lam, 0.0, 0.0, 0.0, &F, &g, nullptr);
 }
 
 template <int D>
@@ -448,9 +428,8 @@ void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, do
                                   double cK, double cV, VectorXd& F, VectorXd& g,
                                   NewtonLinearSolver& target) {
   ensure_pattern();
-  std::fill(target.J.valuePtr(), target.J.valuePtr() + target.J.nonZeros(), 0.0);
-  ValueSink sink{target.J.valuePtr(), slots_.data()};
-  assemble(kin, lam, cM, cK, cV, &F, &g, sink);
+  assemble(kin, lam, cM, cK, cV, &F, &g, &target.elements);
+  target.matrix_changed();
   target.coordinates = kin.q;
 }
 
@@ -471,16 +450,19 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
   // cK = -1 yields +dF/dq; the multiplier columns hold G^T = -dF/dlam.
   std::vector<Eigen::Triplet<double>> raw;
   TripletSink sink{&raw};
+  ElementMatrix matrix;
   const bool definite = definite_newton_;
   definite_newton_ = false;  // the exact derivatives
-  assemble(kin, lam, 0.0, -1.0, 0.0, nullptr, nullptr, sink);
+  assemble(kin, lam, 0.0, -1.0, 0.0, nullptr, nullptr, &matrix);
+  matrix.scatter(sink);
   d_qlam.clear();
   for (const auto& t : raw) {
     const bool flip = t.row() < row_lam && t.col() >= row_lam;
     d_qlam.emplace_back(t.row(), t.col(), flip ? -t.value() : t.value());
   }
   raw.clear();
-  assemble(kin, lam, 0.0, 0.0, -1.0, nullptr, nullptr, sink);
+  assemble(kin, lam, 0.0, 0.0, -1.0, nullptr, nullptr, &matrix);
+  matrix.scatter(sink);
   d_v.clear();
   for (const auto& t : raw)
     if (t.row() < row_lam && t.col() < row_lam) d_v.push_back(t);
@@ -516,29 +498,17 @@ void System<D>::ensure_pattern() {
   max_stiffness_ = 0.0;
   for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
 
-  PatternSink pattern;
+  ElementMatrix pattern;
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   VectorXd lam = VectorXd::Zero(static_cast<Eigen::Index>(constraints_.size()));
-  assemble(kin, lam, 1.0, 1.0, 1.0, nullptr, nullptr, pattern);
-  const int n = num_unknowns();
-  SpMat J(n, n);
-  J.setFromTriplets(pattern.entries.begin(), pattern.entries.end());
-  J.makeCompressed();
-  slots_.resize(pattern.entries.size());
-  const int* outer = J.outerIndexPtr();
-  const int* inner = J.innerIndexPtr();
-  for (std::size_t e = 0; e < pattern.entries.size(); ++e) {
-    const int r = pattern.entries[e].row(), c = pattern.entries[e].col();
-    const int* found = std::lower_bound(inner + outer[c], inner + outer[c + 1], r);
-    slots_[e] = static_cast<int>(found - inner);
-  }
+  assemble(kin, lam, 1.0, 1.0, 1.0, nullptr, nullptr, &pattern);
   double max_mass = 0;
   for (double m : mass_) max_mass = std::max(max_mass, m);
   // The constraint block of the scaled Newton matrix has the size of 1/mass.
   const double delta = 1e-8 / std::max(max_mass, 1e-300);
-  if (!constraints_.empty()) consistency_lin_.set_pattern(J, D * num_masses(), delta);
-  lin_.set_pattern(std::move(J), D * num_masses(), delta);
+  if (!constraints_.empty()) consistency_lin_.set_pattern(pattern, delta);
+  lin_.set_pattern(pattern, delta);
   lin_.use_multigrid(0);
   require(linear_solver_ != "multigrid" || constraints_.empty(),
           "linear_solver 'multigrid' cannot handle DistanceConstraints (rigid rods); use "
@@ -550,14 +520,25 @@ void System<D>::ensure_pattern() {
   pattern_ready_ = true;
 }
 
-void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, double delta_) {
-  J = std::move(pattern);
-  first_constraint_row = first_constraint_row_;
-  delta = delta_;
-  const int n = static_cast<int>(J.rows());
-  transpose_of.assign(J.nonZeros(), -1);
+void NewtonLinearSolver::set_pattern(const ElementMatrix& pattern, double delta_) {
+  PatternSink sink;
+  pattern.scatter(sink);
+  const int n = pattern.num_unknowns();
+  J = SpMat(n, n);
+  J.setFromTriplets(sink.entries.begin(), sink.entries.end());
+  J.makeCompressed();
   const int* outer = J.outerIndexPtr();
   const int* inner = J.innerIndexPtr();
+  slots_.resize(sink.entries.size());
+  for (std::size_t e = 0; e < sink.entries.size(); ++e) {
+    const int r = sink.entries[e].row(), c = sink.entries[e].col();
+    slots_[e] = static_cast<int>(std::lower_bound(inner + outer[c], inner + outer[c + 1], r) - inner);
+  }
+  elements = pattern;
+  matrix_stale_ = true;
+  first_constraint_row = n - pattern.num_rods();
+  delta = delta_;
+  transpose_of.assign(J.nonZeros(), -1);
   for (int c = 0; c < n; ++c)
     for (int k = outer[c]; k < outer[c + 1]; ++k) {
       const int r = inner[k];
@@ -572,7 +553,16 @@ void NewtonLinearSolver::set_pattern(SpMat pattern, int first_constraint_row_, d
   ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
 }
 
+void NewtonLinearSolver::sync_matrix() {
+  if (!matrix_stale_) return;
+  std::fill(J.valuePtr(), J.valuePtr() + J.nonZeros(), 0.0);
+  ValueSink sink{J.valuePtr(), slots_.data()};
+  elements.scatter(sink);
+  matrix_stale_ = false;
+}
+
 bool NewtonLinearSolver::refactor() {
+  sync_matrix();
   // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite.
   const double* jv = J.valuePtr();
   double* pv = P_.valuePtr();
@@ -650,7 +640,7 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
       if (!x.allFinite()) x.setZero();
     }
     const KrylovResult krylov =
-        gmres([this](const VectorXd& v) -> VectorXd { return J * v; },
+        gmres([this](const VectorXd& v) { return elements.multiply(v); },
               [this](const VectorXd& v) { return apply_preconditioner(v); }, b, x, tol,
               multigrid_dim_ > 0 ? 200 : 40);
     krylov_iterations += krylov.iterations;
@@ -699,6 +689,7 @@ bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
 
 bool NewtonLinearSolver::solve_lu(const VectorXd& b, VectorXd& x) {
   ++lu_fallbacks;
+  sync_matrix();
   if (!lu_analyzed_) {
     lu_.analyzePattern(J);
     lu_analyzed_ = true;

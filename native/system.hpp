@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model.hpp"
+#include "element_matrix.hpp"
 #include "multigrid.hpp"
 
 namespace ms {
@@ -66,12 +67,13 @@ struct FixPath {
 // the regularized solution P^-1 b is the Newton direction (least-squares multipliers).
 class NewtonLinearSolver {
  public:
-  SpMat J;                        // the matrix: pattern fixed, values rewritten in place
-  std::vector<int> transpose_of;  // value index of the transposed entry
-  int first_constraint_row = 0;
-  double delta = 1e-8;
+  // The matrix as assembled, in element form: Krylov methods multiply by it. After writing
+  // new values, call matrix_changed().
+  ElementMatrix elements;
+  void matrix_changed() { matrix_stale_ = true; }
 
-  void set_pattern(SpMat pattern, int first_constraint_row_, double delta_);
+  // The pattern from an assembly of the elements (any values).
+  void set_pattern(const ElementMatrix& pattern, double delta_);
   void invalidate_factor() { have_factor_ = false; }
   // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
   // systems without constraints; `dim` unknowns per mass). It needs the masses' current
@@ -93,6 +95,13 @@ class NewtonLinearSolver {
   double factor_seconds = 0, solve_seconds = 0;  // wall clock, for benchmarks only
 
  private:
+  SpMat J;  // the matrix compressed, scattered from `elements` when a factor needs it
+  std::vector<int> slots_;        // value index of each entry elements.scatter emits
+  std::vector<int> transpose_of;  // value index of the transposed entry
+  int first_constraint_row = 0;
+  double delta = 1e-8;
+  bool matrix_stale_ = true;
+  void sync_matrix();
   bool refactor();
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
   // Preconditioned GMRES against J, refreshing the preconditioner when it is stale.
@@ -216,13 +225,12 @@ class System {
       return c.type == MASS ? VecD(v->template segment<D>(D * c.nr)) : fix_vel[c.nr];
     }
   };
-  template <class Sink>
   void assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK, double cV,
-                VectorXd* F, VectorXd* g, Sink& sink) const;
+                VectorXd* F, VectorXd* g, ElementMatrix* matrix) const;
   // F and g only.
   void forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F, VectorXd& g) const;
   // F, g and the values of the Newton matrix cM M - cK dF/dq - cV dF/dv (with G, G^T)
-  // written into target.J.
+  // written into target.elements.
   void forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
                          double cV, VectorXd& F, VectorXd& g, NewtonLinearSolver& target);
   // With (nearly) undamped algebraic modes the multipliers of the index-3 form oscillate
@@ -256,9 +264,7 @@ class System {
   State<D> state_;
   bool has_stepped_ = false;  // a step was taken since building or set_state
 
-  // Newton matrix pattern and the slot of each value the assembler emits, in order.
-  bool pattern_ready_ = false;
-  std::vector<int> slots_;
+  bool pattern_ready_ = false;  // the Newton matrix's pattern is set up
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   double length_scale_ = 1.0;
