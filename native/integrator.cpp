@@ -111,18 +111,18 @@ bool System<D>::reproject_accelerations() const {
 template <int D>
 double System<D>::correction_error(const VectorXd& delta, double acc_tol, double round_off) const {
   const int nm = D * num_masses();
-  VectorXd force = VectorXd::Zero(delta.size());
-  if (delta.size() > nm) {  // the rods' share: G^T dlam, from the Newton matrix's column block
+  VectorXd rods;  // the rods' share G^T dlam, from the Newton matrix's column block
+  if (delta.size() > nm) {
     VectorXd dlam = VectorXd::Zero(delta.size());
     dlam.tail(delta.size() - nm) = delta.tail(delta.size() - nm);
-    force = lin_.elements.multiply(dlam);
+    rods = lin_.elements.multiply(dlam);
   }
   double err = 0;
   for (int i = 0; i < num_masses(); ++i)
     for (int k = 0; k < D; ++k) {
       const int r = D * i + k;
-      err = std::max(err, std::abs(mass_[i] * delta(r) + force(r)) /
-                              std::max(mass_[i] * acc_tol, round_off));
+      const double force = mass_[i] * delta(r) + (rods.size() ? rods(r) : 0.0);
+      err = std::max(err, std::abs(force) / std::max(mass_[i] * acc_tol, round_off));
     }
   return err;
 }
