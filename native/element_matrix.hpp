@@ -44,6 +44,11 @@ class ElementMatrix {
     for (int k = 0; k < dim_; ++k) rod_grad_[static_cast<std::size_t>(j) * dim_ + k] = grad(k);
   }
 
+  int dim() const { return dim_; }
+  int num_pairs() const { return static_cast<int>(pair_node_.size()); }
+  double mass_value(int i) const { return mass_diag_[i]; }
+  const std::array<int, 2>& pair_nodes(int p) const { return pair_node_[p]; }
+  const double* pair_block(int p) const { return &pair_block_[static_cast<std::size_t>(p) * dim_ * dim_]; }
   int num_unknowns() const { return dim_ * num_masses() + num_rods(); }
   int num_masses() const { return static_cast<int>(mass_diag_.size()); }
   int num_rods() const { return static_cast<int>(rod_grad_.size()) / (dim_ > 0 ? dim_ : 1); }

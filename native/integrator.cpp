@@ -192,6 +192,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     v1 = step.v_pred + step.bv * acc;
     const Kinematics kin = kinematics(q1, v1, path, t1);
     forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g, lin_);
+    if (it == 0) lin_.renew_smoother();
     // Residual; the constraint row is divided by bq so the Newton matrix
     // [M - bq dF/dq - bv dF/dv, G^T; G, 0] does not degenerate as h -> 0.
     // Round-off of the residual: of the element forces themselves, and of spring

@@ -148,6 +148,7 @@ std::vector<int> SmoothedAggregation::aggregate(const Level& level, int& num_agg
 
 bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int dim) {
   levels_.clear();
+  pair_block_offset_.clear();
   dim_ = dim;
   cycle_flops_ = setup_flops_ = 0;
   levels_.emplace_back();
@@ -372,5 +373,64 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
 }
 
 void SmoothedAggregation::apply(const VectorXd& b, VectorXd& x) const { cycle(0, b, x); }
+
+namespace {
+
+// Inverts the D x D blocks (row-major, one after another) of `blocks` into `inv`.
+template <int D>
+bool invert_blocks(const std::vector<double>& blocks, std::vector<double>& inv) {
+  using Block = Eigen::Matrix<double, D, D, Eigen::RowMajor>;
+  for (std::size_t k = 0; k < blocks.size(); k += D * D) {
+    Block out = Eigen::Map<const Block>(&blocks[k]).inverse();
+    if (!out.allFinite()) return false;
+    Eigen::Map<Block> target(&inv[k]);
+    target = out;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SmoothedAggregation::refresh_smoother(const ElementMatrix& elements) {
+  if (levels_.size() < 2) return true;  // a single level is solved directly: no smoother
+  Level& level = levels_[0];
+  const int D = dim_, DD = D * D, nn = level.num_nodes(), np = elements.num_pairs();
+  if (elements.dim() != D || elements.num_masses() != nn || elements.num_rods() > 0) return false;
+  if (static_cast<int>(pair_block_offset_.size()) != np) {
+    // Block (k, j), k > j, of row k: found among the row's columns once per hierarchy.
+    pair_block_offset_.assign(np, -1);
+    for (int p = 0; p < np; ++p) {
+      const auto [a, b] = elements.pair_nodes(p);
+      if (a < 0 || b < 0 || a == b) continue;
+      const int k = std::max(a, b), j = std::min(a, b);
+      const int* first = &level.node_col[level.node_row_start[k]];
+      const int* last = &level.node_col[0] + level.node_row_start[k + 1];
+      const int* found = std::find(first, last, j);
+      if (found == last) return false;
+      pair_block_offset_[p] = level.node_value_start[k] + static_cast<int>(found - first) * DD;
+    }
+  }
+  // The matrix the hierarchy was built from is sym(J): each pair adds sym(W) to its ends'
+  // diagonal blocks and -sym(W) to the block between them.
+  std::vector<double>& diag = diagonal_scratch_;
+  diag.assign(static_cast<std::size_t>(nn) * DD, 0.0);
+  for (int i = 0; i < nn; ++i)
+    for (int r = 0; r < D; ++r) diag[static_cast<std::size_t>(i) * DD + r * D + r] = elements.mass_value(i);
+  std::fill(level.node_blocks.begin(), level.node_blocks.end(), 0.0f);
+  double S[kMaxBlock * kMaxBlock];
+  for (int p = 0; p < np; ++p) {
+    const auto [a, b] = elements.pair_nodes(p);
+    const double* W = elements.pair_block(p);
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
+    for (int node : {a, b})
+      if (node >= 0)
+        for (int e = 0; e < DD; ++e) diag[static_cast<std::size_t>(node) * DD + e] += S[e];
+    if (const int off = pair_block_offset_[p]; off >= 0)
+      for (int e = 0; e < DD; ++e) level.node_blocks[off + e] -= static_cast<float>(S[e]);
+  }
+  level.block_inv.resize(diag.size());
+  return D == 3 ? invert_blocks<3>(diag, level.block_inv) : invert_blocks<2>(diag, level.block_inv);
+}
 
 }  // namespace ms

@@ -20,6 +20,8 @@
 #include <Eigen/SparseCholesky>
 #include <vector>
 
+#include "element_matrix.hpp"
+
 namespace ms {
 
 class SmoothedAggregation {
@@ -33,6 +35,14 @@ class SmoothedAggregation {
   bool compute(const SpMat& A, const Eigen::VectorXd& coords, int dim);
   // One V-cycle for A x = b, starting from x = 0.
   void apply(const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
+  // The finest level's smoother from new values of A, given as the elements it was
+  // assembled from (same topology as at compute(), no rods); the coarse levels stay. Why:
+  // as cloth swings, the springs turn and the hierarchy goes stale, but nearly all of the
+  // extra Krylov iterations that costs come from the finest smoother (129x129 corner
+  // sheet, 24 steps: 453 iterations stale, 378 with this, 372 with a new hierarchy every
+  // solve), and this costs one pass over the elements instead of a setup. False if a
+  // diagonal block is singular.
+  bool refresh_smoother(const ElementMatrix& elements);
 
   int num_levels() const { return static_cast<int>(levels_.size()); }
   // Unknowns and nonzeros of each level's matrix, finest first.
@@ -74,6 +84,8 @@ class SmoothedAggregation {
   void cycle(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
 
   std::vector<Level> levels_;
+  std::vector<int> pair_block_offset_;  // each pair's lower block in level 0's node_blocks
+  std::vector<double> diagonal_scratch_;
   Eigen::SimplicialLDLT<SpMat> coarse_;
   int dim_ = 0;
   double cycle_flops_ = 0, setup_flops_ = 0;

@@ -577,6 +577,7 @@ bool NewtonLinearSolver::refactor() {
     solves_since_factor_ = 0;
     fresh_iterations_ = -1;
     if (ok) {
+      smoother_stale_ = false;
       solves_per_factor_ = std::max(1.0, multigrid_.setup_flops() / multigrid_.cycle_flops());
       return have_factor_ = true;
     }
@@ -627,6 +628,10 @@ VectorXd NewtonLinearSolver::apply_preconditioner(const VectorXd& b) const {
 bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!have_factor_ && !refactor()) return false;
+    if (multigrid_dim_ > 0 && smoother_stale_) {
+      smoother_stale_ = false;
+      if (!multigrid_.refresh_smoother(elements) && !refactor()) return false;
+    }
     // GMRES starts from one application of a factor, which is the answer up to O(delta)
     // when J is symmetric and the factor fresh: GMRES accepts it without iterating if it
     // meets `tol`. (Accepting 10 tol, as the BiCGSTAB version did, left Newton converging

@@ -71,6 +71,10 @@ class NewtonLinearSolver {
   // new values, call matrix_changed().
   ElementMatrix elements;
   void matrix_changed() { matrix_stale_ = true; }
+  // Renew the multigrid's finest smoother from the current values at the next solve (the
+  // Newton iteration calls this once per time step; see
+  // SmoothedAggregation::refresh_smoother).
+  void renew_smoother() { smoother_stale_ = true; }
 
   // The pattern from an assembly of the elements (any values).
   void set_pattern(const ElementMatrix& pattern, double delta_);
@@ -101,6 +105,7 @@ class NewtonLinearSolver {
   int first_constraint_row = 0;
   double delta = 1e-8;
   bool matrix_stale_ = true;
+  bool smoother_stale_ = false;
   void sync_matrix();
   bool refactor();
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
