@@ -514,6 +514,16 @@ void bind_system(py::module_& m, const std::string& name) {
           },
           "F = f(q, v) - G^T lam and the constraint values g(q) (squared form).")
       .def(
+          "precondition",
+          [](S& s, const Arr& b, bool rebuild) {
+            const VectorXd x = s.precondition(from_array(b, s.num_unknowns(), "b"), rebuild);
+            return as_array(x, x.size(), 0);
+          },
+          py::arg("b"), py::arg("rebuild") = true,
+          "One application of the Newton solver's preconditioner (LDL^T factor or multigrid "
+          "V-cycle) to b, rebuilt from the last Newton matrix, or with rebuild=False only the "
+          "multigrid's finest smoother renewed from it. For tests and diagnostics.")
+      .def(
           "jacobian",
           [](const S& s, const Arr& q, const Arr& v, const Arr& lam) {
             std::vector<Eigen::Triplet<double>> a, b;

@@ -625,13 +625,24 @@ VectorXd NewtonLinearSolver::apply_preconditioner(const VectorXd& b) const {
   return x;
 }
 
+bool NewtonLinearSolver::renew_smoother_if_stale() {
+  if (multigrid_dim_ == 0 || !smoother_stale_) return true;
+  smoother_stale_ = false;
+  return multigrid_.refresh_smoother(elements) || refactor();
+}
+
+VectorXd NewtonLinearSolver::precondition(const VectorXd& b, bool rebuild) {
+  if (rebuild) have_factor_ = false;
+  smoother_stale_ = !rebuild;
+  if (!have_factor_ && !refactor()) return VectorXd();
+  if (!renew_smoother_if_stale()) return VectorXd();
+  return apply_preconditioner(b);
+}
+
 bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!have_factor_ && !refactor()) return false;
-    if (multigrid_dim_ > 0 && smoother_stale_) {
-      smoother_stale_ = false;
-      if (!multigrid_.refresh_smoother(elements) && !refactor()) return false;
-    }
+    if (!renew_smoother_if_stale()) return false;
     // GMRES starts from one application of a factor, which is the answer up to O(delta)
     // when J is symmetric and the factor fresh: GMRES accepts it without iterating if it
     // meets `tol`. (Accepting 10 tol, as the BiCGSTAB version did, left Newton converging
@@ -750,6 +761,16 @@ VectorXd System<D>::constraint_forces() const {
   VectorXd f(static_cast<Eigen::Index>(constraints_.size()));
   for (Eigen::Index j = 0; j < f.size(); ++j) f(j) = constraint_force(static_cast<int>(j));
   return f;
+}
+
+template <int D>
+VectorXd System<D>::precondition(const VectorXd& b, bool rebuild) {
+  require(pattern_ready_ && total_steps > 0, "precondition needs the Newton matrix of a step: "
+          "simulate at least one step first");
+  lin_.coordinates = &state_.q;  // the positions of the last assembly: the accepted iterate
+  VectorXd x = lin_.precondition(b, rebuild);
+  require(x.size() == b.size(), "the preconditioner could not be built");
+  return x;
 }
 
 template class System<2>;

@@ -87,6 +87,10 @@ class NewtonLinearSolver {
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
   // One application of the current preconditioner (factor or V-cycle).
   VectorXd apply_preconditioner(const VectorXd& b) const;
+  // For tests and diagnostics: the preconditioner rebuilt from the current values, or
+  // (rebuild = false) with only the multigrid's finest smoother renewed from them, applied
+  // to b. Empty if it could not be built.
+  VectorXd precondition(const VectorXd& b, bool rebuild);
   double setup_cost_in_cycles() const { return solves_per_factor_; }
   const VectorXd* coordinates = nullptr;
   // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
@@ -108,6 +112,7 @@ class NewtonLinearSolver {
   bool smoother_stale_ = false;
   void sync_matrix();
   bool refactor();
+  bool renew_smoother_if_stale();
   bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
   // Preconditioned GMRES against J, refreshing the preconditioner when it is stale.
   bool krylov_solve(const VectorXd& b, VectorXd& x, double tol);
@@ -202,6 +207,8 @@ class System {
   double constraint_force(int j) const;     // the same for one rod
   double length_scale();
   const NewtonLinearSolver& newton_solver() const { return lin_; }
+  // NewtonLinearSolver::precondition on the Newton matrix of the last step.
+  VectorXd precondition(const VectorXd& b, bool rebuild);
 
   // F = f(q, v) - G^T lam and g(q) at the fixes' current positions (for tests).
   void evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam, VectorXd& F,

@@ -39,6 +39,40 @@ def test_multigrid_follows_the_direct_solver(dim):
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_renewed_smoother_equals_a_rebuilt_hierarchy(dim):
+    """Each step renews only the finest smoother of the multigrid hierarchy, from the
+    element blocks (not the compressed matrix the hierarchy is built from). Renewed from the
+    values a hierarchy was just built from, its V-cycle must be that hierarchy's V-cycle;
+    renewed from later values, it must differ."""
+    s = sheet(24, dim, damping=0.5)  # damping: unsymmetric blocks, symmetrized
+    s.linear_solver = "multigrid"
+    s.simulate(0.2, 24)  # the cloth swings and turns: the blocks change from step to step
+    b = np.random.default_rng(1).standard_normal(s.num_unknowns)
+    built = s.precondition(b, rebuild=True)
+    setups = s.stats["factorizations"]
+    s.simulate(1 / 120, 1)
+    assert s.stats["factorizations"] == setups  # the step kept the hierarchy
+    renewed_later = s.precondition(b, rebuild=False)
+    rebuilt = s.precondition(b, rebuild=True)
+    renewed = s.precondition(b, rebuild=False)
+    assert len(s.stats["multigrid_levels"]) >= 2
+    scale = np.abs(rebuilt).max()
+    # float smoother blocks: the two differ by float round-off in a different summation order
+    np.testing.assert_allclose(renewed, rebuilt, rtol=0, atol=1e-5 * scale)
+    assert np.abs(renewed_later - built).max() > 1e-3 * scale
+
+
+def test_precondition_needs_a_step():
+    s = sheet(5)
+    with pytest.raises(ValueError, match="step"):
+        s.precondition(np.zeros(s.num_unknowns))
+    s.simulate(0.01, 1)
+    with pytest.raises(ValueError, match="expected"):
+        s.precondition(np.zeros(3))
+    assert s.precondition(np.ones(s.num_unknowns)).shape == (s.num_unknowns,)
+
+
 def test_multigrid_hanging_chains_settle_to_the_exact_extensions():
     """40 independent vertical chains of 30 masses: spring j carries the weight below it."""
     chains, n, m, k, g = 40, 30, 0.1, 500.0, 9.81
