@@ -206,7 +206,7 @@ bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int di
     const int nc = coarse_start.back();
     if (nc > 0.8 * Al.rows()) break;  // no longer coarsening
     if (!invert_diagonal_blocks(level)) return false;
-    build_node_blocks(level);
+    level.lower = float_blocks(Al, level.block_start, level.block_start, true);
     RowMat T(Al.rows(), nc);
     T.setFromTriplets(t.begin(), t.end());
     RowMat Dinv(Al.rows(), Al.rows());
@@ -229,13 +229,14 @@ bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int di
       x = y / y.norm();
     }
     const RowMat AT = Al * T;
-    level.P = T - (4.0 / (3.0 * rho)) * RowMat(Dinv * AT);
-    const RowMat R = level.P.transpose();
-    const RowMat AP = Al * level.P;
+    const RowMat P = T - (4.0 / (3.0 * rho)) * RowMat(Dinv * AT);
+    const RowMat R = P.transpose();
+    const RowMat AP = Al * P;
     RowMat Ac = R * AP;
-    setup_flops_ += product_flops(Al, T) + product_flops(Dinv, AT) + product_flops(Al, level.P) +
+    level.P = float_blocks(P, level.block_start, coarse_start, false);
+    setup_flops_ += product_flops(Al, T) + product_flops(Dinv, AT) + product_flops(Al, P) +
                     product_flops(R, AP) + 2.0 * kPowerIterations * Al.nonZeros();
-    cycle_flops_ += 3.0 * Al.nonZeros() + 2.0 * level.P.nonZeros() + 2.0 * level.block_inv.size();
+    cycle_flops_ += 3.0 * Al.nonZeros() + 2.0 * P.nonZeros() + 2.0 * level.block_inv.size();
     B = Bc.topRows(nc);
     Level next;
     next.A = std::move(Ac);
@@ -251,37 +252,37 @@ bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int di
   return true;
 }
 
-void SmoothedAggregation::build_node_blocks(Level& level) const {
-  const RowMat& A = level.A;
-  const int nn = level.num_nodes();
-  const std::vector<int>& start = level.block_start;
-  std::vector<int> node_of(A.rows());
-  for (int k = 0; k < nn; ++k)
-    for (int i = start[k]; i < start[k + 1]; ++i) node_of[i] = k;
-  level.node_row_start.assign(1, 0);
-  level.node_value_start.assign(1, 0);
-  level.node_col.clear();
-  level.node_blocks.clear();
-  std::vector<int> offset(nn), row_of(nn, -1);  // block (k, j) of row k: node_blocks[offset[j]]
-  for (int k = 0; k < nn; ++k) {
-    const int bk = start[k + 1] - start[k];
+SmoothedAggregation::FloatBlocks SmoothedAggregation::float_blocks(const RowMat& M,
+                                                                   const std::vector<int>& row_nodes,
+                                                                   const std::vector<int>& col_nodes,
+                                                                   bool strictly_lower) {
+  const int nr = static_cast<int>(row_nodes.size()) - 1, nc = static_cast<int>(col_nodes.size()) - 1;
+  std::vector<int> node_of(M.cols());
+  for (int j = 0; j < nc; ++j)
+    for (int c = col_nodes[j]; c < col_nodes[j + 1]; ++c) node_of[c] = j;
+  FloatBlocks out;
+  out.row_start.assign(1, 0);
+  out.value_start.assign(1, 0);
+  std::vector<int> offset(nc), row_of(nc, -1);  // block (k, j) of row k: values[offset[j]]
+  for (int k = 0; k < nr; ++k) {
+    const int bk = row_nodes[k + 1] - row_nodes[k];
     for (int i = 0; i < bk; ++i)
-      for (RowMat::InnerIterator it(A, start[k] + i); it; ++it) {
+      for (RowMat::InnerIterator it(M, row_nodes[k] + i); it; ++it) {
         const int j = node_of[it.col()];
-        if (j >= k) continue;  // strictly lower blocks only (A is symmetric)
-        const int bj = start[j + 1] - start[j];
+        if (strictly_lower && j >= k) continue;
+        const int bj = col_nodes[j + 1] - col_nodes[j];
         if (row_of[j] != k) {
           row_of[j] = k;
-          offset[j] = static_cast<int>(level.node_blocks.size());
-          level.node_col.push_back(j);
-          level.node_blocks.resize(level.node_blocks.size() + bk * bj, 0.0f);
+          offset[j] = static_cast<int>(out.values.size());
+          out.col.push_back(j);
+          out.values.resize(out.values.size() + bk * bj, 0.0f);
         }
-        level.node_blocks[offset[j] + bj * i + (it.col() - start[j])] =
-            static_cast<float>(it.value());
+        out.values[offset[j] + bj * i + (it.col() - col_nodes[j])] = static_cast<float>(it.value());
       }
-    level.node_row_start.push_back(static_cast<int>(level.node_col.size()));
-    level.node_value_start.push_back(static_cast<int>(level.node_blocks.size()));
+    out.row_start.push_back(static_cast<int>(out.col.size()));
+    out.value_start.push_back(static_cast<int>(out.values.size()));
   }
+  return out;
 }
 
 // Block Gauss-Seidel on the strictly lower blocks L of a symmetric matrix
@@ -299,14 +300,15 @@ void SmoothedAggregation::lower_block_sweep(const Level& level, const VectorXd& 
                                             VectorXd& pending, bool forward) const {
   const int nn = level.num_nodes();
   const int* start = level.block_start.data();
-  const int* col = level.node_col.data();
+  const FloatBlocks& lower = level.lower;
+  const int* col = lower.col.data();
   auto first = [&](int k) { return D > 0 ? D * k : start[k]; };
   auto size = [&](int k) { return D > 0 ? D : start[k + 1] - start[k]; };
   for (int step = 0; step < nn; ++step) {
     const int k = forward ? step : nn - 1 - step;
     const int bk = size(k), ok = first(k);
-    const int p0 = level.node_row_start[k], p1 = level.node_row_start[k + 1];
-    const float* row = &level.node_blocks[level.node_value_start[k]];
+    const int p0 = lower.row_start[k], p1 = lower.row_start[k + 1];
+    const float* row = &lower.values[lower.value_start[k]];
     double s[kMaxBlock];
     for (int i = 0; i < bk; ++i) s[i] = b[ok + i] - (forward ? 0.0 : pending[ok + i]);
     const float* B = row;
@@ -357,6 +359,53 @@ void SmoothedAggregation::sweep(int l, const VectorXd& b, VectorXd& x, VectorXd&
     lower_block_sweep<2>(level, b, x, pending, forward);
 }
 
+void SmoothedAggregation::prolongate(int l, const VectorXd& coarse, VectorXd& fine) const {
+  const Level& level = levels_[l];
+  const FloatBlocks& P = level.P;
+  const std::vector<int>& rows = level.block_start;
+  const std::vector<int>& cols = levels_[l + 1].block_start;
+  for (int k = 0; k < level.num_nodes(); ++k) {
+    const int bk = rows[k + 1] - rows[k];
+    double s[kMaxBlock] = {};
+    const float* B = &P.values[P.value_start[k]];
+    for (int p = P.row_start[k]; p < P.row_start[k + 1]; ++p) {
+      const int j = P.col[p], bj = cols[j + 1] - cols[j];
+      const double* xj = coarse.data() + cols[j];
+      for (int i = 0; i < bk; ++i) {
+        double t = 0;
+        for (int c = 0; c < bj; ++c) t += B[bj * i + c] * xj[c];
+        s[i] += t;
+      }
+      B += bk * bj;
+    }
+    for (int i = 0; i < bk; ++i) fine[rows[k] + i] += s[i];
+  }
+}
+
+VectorXd SmoothedAggregation::restrict_to_coarse(int l, const VectorXd& fine) const {
+  const Level& level = levels_[l];
+  const FloatBlocks& P = level.P;
+  const std::vector<int>& rows = level.block_start;
+  const std::vector<int>& cols = levels_[l + 1].block_start;
+  VectorXd coarse = VectorXd::Zero(cols.back());
+  for (int k = 0; k < level.num_nodes(); ++k) {
+    const int bk = rows[k + 1] - rows[k];
+    const double* rk = fine.data() + rows[k];
+    const float* B = &P.values[P.value_start[k]];
+    for (int p = P.row_start[k]; p < P.row_start[k + 1]; ++p) {
+      const int j = P.col[p], bj = cols[j + 1] - cols[j];
+      double* cj = coarse.data() + cols[j];
+      for (int c = 0; c < bj; ++c) {
+        double t = 0;
+        for (int i = 0; i < bk; ++i) t += B[bj * i + c] * rk[i];
+        cj[c] += t;
+      }
+      B += bk * bj;
+    }
+  }
+  return coarse;
+}
+
 void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   if (l + 1 == num_levels()) {
     x = coarse_.solve(b);
@@ -365,10 +414,9 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   const Level& level = levels_[l];
   VectorXd r;
   sweep(l, b, x, r, true);
-  const VectorXd coarse_b = level.P.transpose() * r;
   VectorXd coarse_x;
-  cycle(l + 1, coarse_b, coarse_x);
-  x += level.P * coarse_x;
+  cycle(l + 1, restrict_to_coarse(l, r), coarse_x);
+  prolongate(l, coarse_x, x);
   sweep(l, b, x, r, false);
 }
 
@@ -403,11 +451,11 @@ bool SmoothedAggregation::refresh_smoother(const ElementMatrix& elements) {
       const auto [a, b] = elements.pair_nodes(p);
       if (a < 0 || b < 0 || a == b) continue;
       const int k = std::max(a, b), j = std::min(a, b);
-      const int* first = &level.node_col[level.node_row_start[k]];
-      const int* last = &level.node_col[0] + level.node_row_start[k + 1];
+      const int* first = level.lower.col.data() + level.lower.row_start[k];
+      const int* last = level.lower.col.data() + level.lower.row_start[k + 1];
       const int* found = std::find(first, last, j);
       if (found == last) return false;
-      pair_block_offset_[p] = level.node_value_start[k] + static_cast<int>(found - first) * DD;
+      pair_block_offset_[p] = level.lower.value_start[k] + static_cast<int>(found - first) * DD;
     }
   }
   // The matrix the hierarchy was built from is sym(J): each pair adds sym(W) to its ends'
@@ -416,7 +464,7 @@ bool SmoothedAggregation::refresh_smoother(const ElementMatrix& elements) {
   diag.assign(static_cast<std::size_t>(nn) * DD, 0.0);
   for (int i = 0; i < nn; ++i)
     for (int r = 0; r < D; ++r) diag[static_cast<std::size_t>(i) * DD + r * D + r] = elements.mass_value(i);
-  std::fill(level.node_blocks.begin(), level.node_blocks.end(), 0.0f);
+  std::fill(level.lower.values.begin(), level.lower.values.end(), 0.0f);
   double S[kMaxBlock * kMaxBlock];
   for (int p = 0; p < np; ++p) {
     const auto [a, b] = elements.pair_nodes(p);
@@ -427,7 +475,7 @@ bool SmoothedAggregation::refresh_smoother(const ElementMatrix& elements) {
       if (node >= 0)
         for (int e = 0; e < DD; ++e) diag[static_cast<std::size_t>(node) * DD + e] += S[e];
     if (const int off = pair_block_offset_[p]; off >= 0)
-      for (int e = 0; e < DD; ++e) level.node_blocks[off + e] -= static_cast<float>(S[e]);
+      for (int e = 0; e < DD; ++e) level.lower.values[off + e] -= static_cast<float>(S[e]);
   }
   level.block_inv.resize(diag.size());
   return D == 3 ? invert_blocks<3>(diag, level.block_inv) : invert_blocks<2>(diag, level.block_inv);

@@ -56,26 +56,38 @@ class SmoothedAggregation {
   double setup_flops() const { return setup_flops_; }
 
  private:
+  // A sparse matrix in float node blocks, row node by row node: row node k's blocks are the
+  // column nodes col[row_start[k] ...], each row-major, stored from values[value_start[k]]
+  // on. Why float and blocks: the V-cycle streams these matrices, and a preconditioner
+  // needs no more than float accuracy (the Krylov method multiplies by the exact matrix);
+  // a block shares one column index among its entries. About 4.2 bytes per nonzero
+  // instead of the compressed double matrix's 12.
+  struct FloatBlocks {
+    std::vector<int> row_start, col, value_start;
+    std::vector<float> values;
+  };
+  // The node blocks of M (row nodes by row_nodes, column nodes by col_nodes, as
+  // block_start); with strictly_lower only those with column node < row node.
+  static FloatBlocks float_blocks(const RowMat& M, const std::vector<int>& row_nodes,
+                                  const std::vector<int>& col_nodes, bool strictly_lower);
   struct Level {
     RowMat A;
     std::vector<int> block_start;    // node k owns unknowns [block_start[k], block_start[k+1])
     std::vector<double> block_inv;   // inverse of each diagonal block, row-major
     std::vector<int> block_inv_start;
-    RowMat P;                        // prolongation from the next level
-    // A again for the smoother, as its strictly lower node blocks with float values, row
-    // by row: the two sweeps of a V-cycle stream A, and this layout moves about 2.2 bytes
-    // per nonzero of A instead of 12 (a preconditioner needs no more than float accuracy;
-    // the Krylov method multiplies by the exact matrix). Row k's blocks are the columns
-    // node_col[node_row_start[k] ...], their values from node_blocks[node_value_start[k]].
-    std::vector<int> node_row_start, node_col, node_value_start;
-    std::vector<float> node_blocks;
+    // A's strictly lower node blocks, for the smoother: A is symmetric, and the two sweeps
+    // of a V-cycle read half of A each (about 2.2 bytes per nonzero of A).
+    FloatBlocks lower;
+    FloatBlocks P;  // prolongation from the next level (its nodes are the columns)
     int num_nodes() const { return static_cast<int>(block_start.size()) - 1; }
   };
-  void build_node_blocks(Level& level) const;
   // Block Gauss-Seidel sweep on level l: forward from x = 0, leaving the residual b - A x
   // in `pending`; backward from the given x (`pending` is workspace).
   void sweep(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x, Eigen::VectorXd& pending,
              bool forward) const;
+  // x_fine += P x_coarse and r_coarse = P^T r_fine with level l's prolongation.
+  void prolongate(int l, const Eigen::VectorXd& coarse, Eigen::VectorXd& fine) const;
+  Eigen::VectorXd restrict_to_coarse(int l, const Eigen::VectorXd& fine) const;
   template <int D>
   void lower_block_sweep(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x,
                          Eigen::VectorXd& pending, bool forward) const;
@@ -84,7 +96,7 @@ class SmoothedAggregation {
   void cycle(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
 
   std::vector<Level> levels_;
-  std::vector<int> pair_block_offset_;  // each pair's lower block in level 0's node_blocks
+  std::vector<int> pair_block_offset_;  // each pair's block in level 0's lower.values
   std::vector<double> diagonal_scratch_;
   Eigen::SimplicialLDLT<SpMat> coarse_;
   int dim_ = 0;
