@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace ms {
 
@@ -359,50 +360,73 @@ void SmoothedAggregation::sweep(int l, const VectorXd& b, VectorXd& x, VectorXd&
     lower_block_sweep<2>(level, b, x, pending, forward);
 }
 
-void SmoothedAggregation::prolongate(int l, const VectorXd& coarse, VectorXd& fine) const {
-  const Level& level = levels_[l];
-  const FloatBlocks& P = level.P;
-  const std::vector<int>& rows = level.block_start;
-  const std::vector<int>& cols = levels_[l + 1].block_start;
-  for (int k = 0; k < level.num_nodes(); ++k) {
-    const int bk = rows[k + 1] - rows[k];
-    double s[kMaxBlock] = {};
-    const float* B = &P.values[P.value_start[k]];
-    for (int p = P.row_start[k]; p < P.row_start[k + 1]; ++p) {
-      const int j = P.col[p], bj = cols[j + 1] - cols[j];
-      const double* xj = coarse.data() + cols[j];
-      for (int i = 0; i < bk; ++i) {
-        double t = 0;
-        for (int c = 0; c < bj; ++c) t += B[bj * i + c] * xj[c];
-        s[i] += t;
+namespace {
+
+// x_fine += P x_coarse (transpose = false) or r_coarse += P^T r_fine (transpose = true),
+// P in float node blocks; R > 0: every row node has R unknowns (the finest level, where a
+// fixed size lets the compiler unroll), else sized by `rows`.
+template <int R, bool transpose>
+void prolongation_product(const std::vector<int>& row_start, const std::vector<int>& col,
+                          const std::vector<int>& value_start, const std::vector<float>& values,
+                          const std::vector<int>& rows, const std::vector<int>& cols,
+                          const double* in, double* out) {
+  const int nn = static_cast<int>(rows.size()) - 1;
+  for (int k = 0; k < nn; ++k) {
+    const int bk = R > 0 ? R : rows[k + 1] - rows[k];
+    double s[kMaxBlock] = {};  // the fine rows: their sum (P x) or their values (P^T r)
+    if (transpose)
+      for (int i = 0; i < bk; ++i) s[i] = in[rows[k] + i];
+    const float* B = &values[value_start[k]];
+    for (int p = row_start[k]; p < row_start[k + 1]; ++p) {
+      const int j = col[p], bj = cols[j + 1] - cols[j];
+      if (transpose) {
+        double* cj = out + cols[j];
+        for (int c = 0; c < bj; ++c) {
+          double t = 0;
+          for (int i = 0; i < bk; ++i) t += B[bj * i + c] * s[i];
+          cj[c] += t;
+        }
+      } else {
+        const double* xj = in + cols[j];
+        for (int i = 0; i < bk; ++i) {
+          double t = 0;
+          for (int c = 0; c < bj; ++c) t += B[bj * i + c] * xj[c];
+          s[i] += t;
+        }
       }
       B += bk * bj;
     }
-    for (int i = 0; i < bk; ++i) fine[rows[k] + i] += s[i];
+    if (!transpose)
+      for (int i = 0; i < bk; ++i) out[rows[k] + i] += s[i];
   }
 }
 
-VectorXd SmoothedAggregation::restrict_to_coarse(int l, const VectorXd& fine) const {
+}  // namespace
+
+template <bool transpose>
+void SmoothedAggregation::prolongation_product(int l, const double* in, double* out) const {
   const Level& level = levels_[l];
   const FloatBlocks& P = level.P;
-  const std::vector<int>& rows = level.block_start;
   const std::vector<int>& cols = levels_[l + 1].block_start;
-  VectorXd coarse = VectorXd::Zero(cols.back());
-  for (int k = 0; k < level.num_nodes(); ++k) {
-    const int bk = rows[k + 1] - rows[k];
-    const double* rk = fine.data() + rows[k];
-    const float* B = &P.values[P.value_start[k]];
-    for (int p = P.row_start[k]; p < P.row_start[k + 1]; ++p) {
-      const int j = P.col[p], bj = cols[j + 1] - cols[j];
-      double* cj = coarse.data() + cols[j];
-      for (int c = 0; c < bj; ++c) {
-        double t = 0;
-        for (int i = 0; i < bk; ++i) t += B[bj * i + c] * rk[i];
-        cj[c] += t;
-      }
-      B += bk * bj;
-    }
-  }
+  auto run = [&](auto fixed) {
+    ms::prolongation_product<decltype(fixed)::value, transpose>(
+        P.row_start, P.col, P.value_start, P.values, level.block_start, cols, in, out);
+  };
+  if (l > 0)
+    run(std::integral_constant<int, 0>());
+  else if (dim_ == 3)
+    run(std::integral_constant<int, 3>());
+  else
+    run(std::integral_constant<int, 2>());
+}
+
+void SmoothedAggregation::prolongate(int l, const VectorXd& coarse, VectorXd& fine) const {
+  prolongation_product<false>(l, coarse.data(), fine.data());
+}
+
+VectorXd SmoothedAggregation::restrict_to_coarse(int l, const VectorXd& fine) const {
+  VectorXd coarse = VectorXd::Zero(levels_[l + 1].block_start.back());
+  prolongation_product<true>(l, fine.data(), coarse.data());
   return coarse;
 }
 

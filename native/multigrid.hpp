@@ -88,6 +88,8 @@ class SmoothedAggregation {
   // x_fine += P x_coarse and r_coarse = P^T r_fine with level l's prolongation.
   void prolongate(int l, const Eigen::VectorXd& coarse, Eigen::VectorXd& fine) const;
   Eigen::VectorXd restrict_to_coarse(int l, const Eigen::VectorXd& fine) const;
+  template <bool transpose>
+  void prolongation_product(int l, const double* in, double* out) const;
   template <int D>
   void lower_block_sweep(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x,
                          Eigen::VectorXd& pending, bool forward) const;
