@@ -74,6 +74,7 @@ def simulation_settings(scene, obj) -> SimulationSettings:
     use_gravity = settings.use_gravity and scene.use_gravity
     return SimulationSettings(
         stiffness=settings.stiffness,
+        shear_stiffness=settings.shear_stiffness,
         damping=settings.damping,
         gravity=np.array(scene.gravity if use_gravity else (0.0, 0.0, 0.0), dtype=np.float64),
         integrator=settings.integrator,

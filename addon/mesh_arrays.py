@@ -29,6 +29,18 @@ def edge_vertices(mesh) -> np.ndarray:
     return pairs.reshape(-1, 2).astype(np.int64)
 
 
+def quad_diagonals(mesh) -> np.ndarray:
+    """(2Q, 2) vertex pairs: both diagonals of each of the mesh's Q quad faces."""
+    sizes = np.empty(len(mesh.polygons), dtype=np.int32)
+    starts = np.empty(len(mesh.polygons), dtype=np.int32)
+    mesh.polygons.foreach_get("loop_total", sizes)
+    mesh.polygons.foreach_get("loop_start", starts)
+    corners = np.empty(len(mesh.loops), dtype=np.int32)
+    mesh.loops.foreach_get("vertex_index", corners)
+    quads = corners[starts[sizes == 4][:, None] + np.arange(4)].astype(np.int64)
+    return np.concatenate([quads[:, [0, 2]], quads[:, [1, 3]]]).reshape(-1, 2)
+
+
 def vertex_group_weights(obj, name: str, purpose: str) -> np.ndarray:
     """Weights of vertex group `name` per vertex (0 where a vertex is not in it)."""
     group = obj.vertex_groups.get(name)
@@ -127,6 +139,7 @@ def mesh_to_arrays(obj) -> MeshArrays:
         pinned=pinned,
         edges=edges,
         stiffness_scale=scale,
+        shear_pairs=quad_diagonals(mesh) if settings.shear_stiffness > 0 else np.zeros((0, 2), np.int64),
         rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
         rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),
         pin_group=settings.pin_group,

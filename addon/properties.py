@@ -85,6 +85,13 @@ class MassSpringSettings(bpy.types.PropertyGroup):
         description="Dashpot along every spring in N·s/m: damps stretching motion",
         default=0.1, min=0.0, soft_max=100.0, precision=3,
     )
+    shear_stiffness: FloatProperty(
+        name="Shear Stiffness",
+        description="Spring constant in N/m of extra springs across both diagonals of every "
+                    "quad face, which keep a subdivided plane from shearing like a net. "
+                    "0: only the mesh's edges are springs",
+        default=0.0, min=0.0, soft_max=1e5, precision=2,
+    )
     stiffness_attribute: StringProperty(
         name="Stiffness Scale",
         description="Optional float edge attribute multiplying the stiffness per edge "

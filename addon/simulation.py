@@ -51,6 +51,8 @@ class MeshArrays:
     stiffness_scale: np.ndarray  # (E,) float64, multiplies the panel's stiffness
     rigid: np.ndarray  # (E,) bool: distance constraint instead of a spring
     rope: np.ndarray  # (E,) bool: tension-only link
+    # (S, 2) vertex pairs of shear springs (the diagonals of quad faces), if asked for.
+    shear_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     # Words used in messages, e.g. the pin group's name.
     pin_group: str = ""
     mass_group: str = ""
@@ -114,6 +116,7 @@ class SimulationSettings:
     """Everything the core needs besides the mesh, in SI units and world space."""
 
     stiffness: float = 100.0
+    shear_stiffness: float = 0.0  # of the springs on shear_pairs
     damping: float = 0.0
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     integrator: str = "GENERALIZED_ALPHA"
@@ -154,10 +157,11 @@ def rigid_velocities(points: np.ndarray, origin, linear, angular) -> np.ndarray:
     return linear + np.cross(angular, points - np.asarray(origin, dtype=np.float64))
 
 
-def keep_active_edges(arrays: MeshArrays) -> np.ndarray:
-    """Edges between two pinned vertices move nothing (and a rod between two fixes would
-    make the system singular): leave them out."""
-    return ~(arrays.pinned[arrays.edges[:, 0]] & arrays.pinned[arrays.edges[:, 1]])
+def keep_active_edges(arrays: MeshArrays, pairs: np.ndarray | None = None) -> np.ndarray:
+    """Edges (or other vertex pairs) between two pinned vertices move nothing (and a rod
+    between two fixes would make the system singular): leave them out."""
+    pairs = arrays.edges if pairs is None else pairs
+    return ~(arrays.pinned[pairs[:, 0]] & arrays.pinned[pairs[:, 1]])
 
 
 def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world):
@@ -179,6 +183,9 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
     active = keep_active_edges(arrays)
     springs = active & ~arrays.rigid
     rods = active & arrays.rigid
+    shear = arrays.shear_pairs[keep_active_edges(arrays, arrays.shear_pairs)]
+    if settings.shear_stiffness <= 0:
+        shear = shear[:0]
     if settings.integrator in EXPLICIT_INTEGRATORS and rods.any():
         raise BakeError(
             f"{int(rods.sum())} edge(s) are marked rigid, and the explicit integrator "
@@ -190,11 +197,12 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
             np.asarray(arrays.masses, dtype=np.float64),
             fixed=arrays.pinned,
             velocities=velocities,
-            springs=arrays.edges[springs],
-            stiffness=settings.stiffness * arrays.stiffness_scale[springs],
+            springs=np.concatenate([arrays.edges[springs], shear]),
+            stiffness=np.concatenate([settings.stiffness * arrays.stiffness_scale[springs],
+                                      np.full(len(shear), settings.shear_stiffness)]),
             rest_length=None,
             damping=settings.damping,
-            rope=arrays.rope[springs],
+            rope=np.concatenate([arrays.rope[springs], np.zeros(len(shear), bool)]),
             constraints=arrays.edges[rods],
             constraint_length=None,
             gravity=np.asarray(settings.gravity, dtype=np.float64),

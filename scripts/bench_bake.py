@@ -106,6 +106,8 @@ def main(argv=None) -> int:
     parser.add_argument("--substeps", type=int, default=5,
                         help="integrator steps per frame (5, like Cloth's default quality)")
     parser.add_argument("--stiffness", type=float, default=1000.0, help="N/m per edge (1000)")
+    parser.add_argument("--shear-stiffness", type=float, default=0.0,
+                        help="N/m of the springs across quad diagonals (0: none, the default)")
     parser.add_argument("--output", choices=("SHAPE_KEYS", "PC2"), default="SHAPE_KEYS")
     parser.add_argument("--write-only", action="store_true",
                         help="skip the physics: time only the writing of synthetic motion")
@@ -131,12 +133,14 @@ def main(argv=None) -> int:
     settings.pin_group = "Pins"
     settings.total_mass = 1.0
     settings.stiffness = args.stiffness
+    settings.shear_stiffness = args.shear_stiffness
     settings.damping = 0.01
     settings.substeps = args.substeps
     settings.output = args.output
 
     print(f"bench_bake: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
-          f"{args.frames} frames, {args.substeps} substep(s), output {args.output}, "
+          f"{args.frames} frames, {args.substeps} substep(s), shear stiffness "
+          f"{args.shear_stiffness:g}, output {args.output}, "
           f"Blender {bpy.app.version_string}", flush=True)
     if args.write_only:
         return write_only(bpy, package, scene, obj, args)

@@ -233,6 +233,54 @@ def test_stiffness_attribute_and_mass_group(scene, bake):
 # --------------------------------------------------------------------- outputs and state
 
 
+def test_shear_springs_match_core(scene, bake):
+    """Shear Stiffness adds a spring across both diagonals of every quad face."""
+    nx, ny = 5, 4
+    obj = make_grid(nx=nx, ny=ny, location=(0.0, 0.0, 1.0))
+    configure(obj, shear_stiffness=150.0, use_scene_frame_range=False, frame_start=1,
+              frame_end=12)
+    pin(obj, [0, nx - 1])
+    start = world_coordinates(obj)
+
+    result = bake.bake_object(scene, obj)
+
+    corner = np.array([j * nx + i for j in range(ny - 1) for i in range(nx - 1)])
+    diagonals = np.concatenate([np.column_stack([corner, corner + nx + 1]),
+                                np.column_stack([corner + 1, corner + nx])])
+    edges = grid_edges(obj)
+    n = len(start)
+    pinned = np.zeros(n, dtype=bool)
+    pinned[[0, nx - 1]] = True
+    reference = core_reference(start, np.full(n, 2.0 / n), pinned,
+                               np.concatenate([edges, diagonals]), 12,
+                               stiffness=np.concatenate([np.full(len(edges), 300.0),
+                                                         np.full(len(diagonals), 150.0)]))
+    np.testing.assert_allclose(result.positions, reference, atol=1e-9)
+    without = core_reference(start, np.full(n, 2.0 / n), pinned, edges, 12)
+    assert np.abs(without - reference).max() > 1e-3  # the diagonals changed the motion
+
+
+@pytest.mark.parametrize("shear", [0.0, 1e4])
+def test_shear_springs_keep_a_quad_from_collapsing(scene, bake, shear):
+    """A vertical square, one quad, held at its left edge: without diagonals it is a
+    hinged parallelogram and its free side swings down by a metre; with diagonals as stiff
+    as its edges it is a braced truss and sags by millimetres (m g / k = 1 mm)."""
+    obj = make_mesh_object("Quad", [(0, 0, 0), (1, 0, 0), (1, 0, 1), (0, 0, 1)],
+                           faces=[(0, 1, 2, 3)], location=(0.0, 0.0, 1.0))
+    configure(obj, stiffness=1e4, shear_stiffness=shear, damping=2.0, use_scene_frame_range=False,
+              frame_start=1, frame_end=36)
+    pin(obj, [0, 3])
+    start = world_coordinates(obj)
+
+    result = bake.bake_object(scene, obj)
+
+    drop = (start[[1, 2], 2] - result.positions[:, [1, 2], 2]).max()
+    if shear:
+        assert drop < 0.01
+    else:
+        assert drop > 0.5
+
+
 def test_pc2_output_with_mesh_cache_first_in_stack(scene, bake, tmp_path):
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "pc2.blend"))
     scene = bpy.context.scene

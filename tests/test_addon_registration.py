@@ -16,8 +16,8 @@ bpy = require_bpy()
 # docs/architecture.md §2, the interface scripts rely on.
 ARCHITECTURE_PROPERTIES = {
     "enabled", "total_mass", "mass_group", "pin_group", "stiffness", "damping",
-    "stiffness_attribute", "use_gravity", "initial_velocity", "initial_angular_velocity",
-    "integrator", "rho_inf", "substeps", "use_scene_frame_range", "frame_start", "frame_end",
+    "stiffness_attribute", "shear_stiffness", "use_gravity", "initial_velocity",
+    "initial_angular_velocity", "integrator", "rho_inf", "substeps", "use_scene_frame_range", "frame_start", "frame_end",
     "output", "pc2_path",
 }
 
