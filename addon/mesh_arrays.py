@@ -139,7 +139,8 @@ def mesh_to_arrays(obj) -> MeshArrays:
         pinned=pinned,
         edges=edges,
         stiffness_scale=scale,
-        shear_pairs=quad_diagonals(mesh) if settings.shear_stiffness > 0 else np.zeros((0, 2), np.int64),
+        shear_pairs=(quad_diagonals(mesh) if settings.shear_stiffness > 0
+                     else np.zeros((0, 2), np.int64)),
         rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
         rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),
         pin_group=settings.pin_group,
