@@ -72,7 +72,7 @@ class SmoothedAggregation {
   static FloatBlocks float_blocks(const RowMat& M, const std::vector<int>& row_nodes,
                                   const std::vector<int>& col_nodes, bool strictly_lower);
   struct Level {
-    RowMat A;
+    RowMat A;  // as built (level 0: refresh_smoother renews only its smoother data)
     std::vector<int> block_start;    // node k owns unknowns [block_start[k], block_start[k+1])
     std::vector<double> block_inv;   // inverse of each diagonal block, row-major
     std::vector<int> block_inv_start;
