@@ -1,4 +1,5 @@
-"""Viewport overlay: rigid edges drawn thick orange, rope edges thick cyan.
+"""Viewport overlay: rod (rigid) edges drawn thick blue, rope edges thick brown, in the
+colours the renders use (palette.py).
 
 Marks are plain edge attributes, which Blender itself doesn't display; seams or Freestyle
 marks would have been visible but belong to the user. So the add-on draws them, in Object
@@ -10,11 +11,12 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
+from . import palette
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
 
 COLORS = {
-    RIGID_ATTRIBUTE: (1.0, 0.45, 0.0, 1.0),  # orange
-    ROPE_ATTRIBUTE: (0.1, 0.8, 1.0, 1.0),  # cyan
+    RIGID_ATTRIBUTE: palette.display(palette.ROD),
+    ROPE_ATTRIBUTE: palette.display(palette.ROPE),
 }
 LINE_WIDTH = 4.0
 

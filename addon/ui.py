@@ -83,8 +83,8 @@ class PHYSICS_PT_mass_spring_marks(MassSpringPanelBase, bpy.types.Panel):
         layout.active = obj.mass_spring.enabled
         counts = marked_edge_counts(obj)
         col = layout.column(align=True)
-        col.label(text=f"Rigid rods: {counts.get(RIGID_ATTRIBUTE, 0)} edges (drawn orange)", icon='LINKED')
-        col.label(text=f"Rope links: {counts.get(ROPE_ATTRIBUTE, 0)} edges (drawn cyan)", icon='CURVE_PATH')
+        col.label(text=f"Rigid rods: {counts.get(RIGID_ATTRIBUTE, 0)} edges (drawn blue)", icon='LINKED')
+        col.label(text=f"Rope links: {counts.get(ROPE_ATTRIBUTE, 0)} edges (drawn brown)", icon='CURVE_PATH')
         if obj.mode != 'EDIT':
             layout.label(text="In Edit Mode, select edges to mark them", icon='INFO')
             return
