@@ -114,8 +114,7 @@ def main(argv=None) -> int:
     bake = importlib.import_module(package.__name__ + ".bake")
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    if not hasattr(bpy.types.Object, "mass_spring"):
-        package.register()
+    package = addon_loader.register_addon("auto")  # again: factory settings disable an installed one
     workdir = tempfile.mkdtemp(prefix="msb_bench_")  # the .blend (for '//' paths) and PC2 file
     atexit.register(shutil.rmtree, workdir, True)
     bpy.ops.wm.save_as_mainfile(filepath=os.path.join(workdir, "bench.blend"))

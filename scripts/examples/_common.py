@@ -44,7 +44,7 @@ import bpy  # noqa: E402  (after the path set-up; needs Blender or the bpy modul
 
 import render  # noqa: E402  scripts/render.py: stills and videos
 import scenes  # noqa: E402  scripts/scenes.py: one builder per structure
-from addon_loader import addon_module  # noqa: E402  the one add-on loader
+from addon_loader import SOURCES, addon_module  # noqa: E402  the one add-on loader
 from script_args import script_argv  # noqa: E402  arguments after "--" inside Blender
 
 FPS = 24
@@ -75,7 +75,7 @@ def parse_args(example, argv=None) -> argparse.Namespace:
     p.add_argument("--resolution", default=None, metavar="WxH",
                    help=f"picture size (default {DEFAULT_RESOLUTION[0]}x{DEFAULT_RESOLUTION[1]})")
     p.add_argument("--no-render", action="store_true", help="bake (and save) only")
-    p.add_argument("--addon", choices=("auto", "installed", "repo"), default="repo",
+    p.add_argument("--addon", choices=SOURCES, default="repo",
                    help="the repo's addon/ folder (default) or an installed extension")
     args = p.parse_args(script_argv() if argv is None else argv)
     if args.frames < 2:
