@@ -24,10 +24,10 @@ import bpy
 
 from . import bake
 from .errors import BakeCancelled, BakeError
+from .properties import INTEGRATOR_ITEMS
 
 COMMAND = "mass_spring_bake"
-INTEGRATOR_NAMES = ("generalized_alpha", "newmark", "implicit_euler", "symplectic_euler",
-                    "explicit_euler", "rk2")
+INTEGRATOR_NAMES = tuple(identifier.lower() for identifier, *_ in INTEGRATOR_ITEMS)
 EXIT_CODES_TEXT = "Exit codes: 0 ok, 1 bake failed, 2 bad input, 130 interrupted."
 INTERRUPTED = 130
 
