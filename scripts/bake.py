@@ -31,7 +31,7 @@ if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
 from addon_loader import SOURCES, AddonUnavailable, addon_module  # noqa: E402
-from script_args import blend_given_to_blender, script_argv  # noqa: E402,F401  (API of this script)
+from script_args import blend_given_to_blender, script_argv  # noqa: E402
 
 PROG = "bake.py"
 DEMO_BLEND = os.path.join("out", "demo.blend")
