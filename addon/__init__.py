@@ -7,6 +7,7 @@ Where things live:
     simulation.py   arrays → core system → positions per frame (no bpy)
     writers.py      positions → shape keys / PC2 + Mesh Cache; Free Bake
     bake.py         the bake used by operators and headless scripts
+    cli.py          the headless command: blender -c mass_spring_bake scene.blend ...
     operators.py    Bake (modal), Free Bake, mark rigid / rope edges
     ui.py           Properties ▸ Physics panel
     overlay.py      viewport drawing of rigid / rope edges
@@ -14,7 +15,7 @@ Where things live:
 
 import bpy
 
-from . import operators, overlay, properties, ui
+from . import cli, operators, overlay, properties, ui
 
 
 class MassSpringPreferences(bpy.types.AddonPreferences):
@@ -31,7 +32,7 @@ class MassSpringPreferences(bpy.types.AddonPreferences):
         self.layout.prop(self, "show_edge_marks")
 
 
-_modules = (properties, operators, ui, overlay)
+_modules = (properties, operators, ui, overlay, cli)
 
 
 def register():

@@ -23,7 +23,7 @@ from .mesh_arrays import mesh_to_arrays
 from .simulation import FrameSimulation, SimulationSettings, world_to_local
 
 __all__ = [
-    "BakeCancelled", "BakeError", "BakeJob", "BakeResult",
+    "BakeCancelled", "BakeError", "BakeJob", "BakeResult", "BakeSettings",
     "bake_object", "bake_scene", "free_bake", "has_bake",
 ]
 
@@ -62,15 +62,34 @@ def free_bake(obj) -> bool:
     return writers.free_bake(obj)
 
 
-def frame_range(scene, obj) -> tuple[int, int]:
-    settings = obj.mass_spring
+class BakeSettings:
+    """``obj.mass_spring`` as one bake sees it: `overrides` (setting name → value, e.g.
+    {"substeps": 10} from the headless command) win over the stored settings, which stay
+    untouched so that a saved .blend keeps the user's (guarded by tests/test_headless.py,
+    test_overrides_change_the_bake_not_the_saved_settings)."""
+
+    def __init__(self, obj, overrides: dict | None = None):
+        self._stored = obj.mass_spring
+        self._overrides = dict(overrides or {})
+        unknown = sorted(set(self._overrides) - set(self._stored.bl_rna.properties.keys()))
+        if unknown:
+            raise ValueError(f"unknown Mass–Spring setting(s) to override: {', '.join(unknown)}")
+
+    def __getattr__(self, name):
+        if name in self._overrides:
+            return self._overrides[name]
+        return getattr(self._stored, name)
+
+
+def frame_range(scene, obj, overrides: dict | None = None) -> tuple[int, int]:
+    settings = BakeSettings(obj, overrides)
     if settings.use_scene_frame_range:
         return scene.frame_start, scene.frame_end
     return settings.frame_start, settings.frame_end
 
 
-def simulation_settings(scene, obj) -> SimulationSettings:
-    settings = obj.mass_spring
+def simulation_settings(scene, obj, overrides: dict | None = None) -> SimulationSettings:
+    settings = BakeSettings(obj, overrides)
     use_gravity = settings.use_gravity and scene.use_gravity
     return SimulationSettings(
         stiffness=settings.stiffness,
@@ -99,14 +118,14 @@ def pc2_paths(obj) -> tuple[str, str]:
     return stored, absolute
 
 
-def check_object(scene, obj) -> list[str]:
+def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
     """Refuse what the bake can't handle without damaging the mesh; return warnings."""
     if obj is None or obj.type != 'MESH':
         kind = "nothing" if obj is None else f"'{obj.name}', a {obj.type.lower()} object"
         raise BakeError(f"the bake needs a mesh object, got {kind}")
     if obj.mode == 'EDIT' or obj.data.is_editmode:
         raise BakeError(f"'{obj.name}' is in Edit Mode: switch to Object Mode (Tab) before baking")
-    settings = obj.mass_spring
+    settings = BakeSettings(obj, overrides)
     if not settings.enabled:
         raise BakeError(f"Mass–Spring is not enabled on '{obj.name}': tick it in Properties ▸ Physics")
     record = writers.bake_record(obj) or {}
@@ -131,7 +150,7 @@ def check_object(scene, obj) -> list[str]:
         pc2_paths(obj)
     if scene.frame_end < scene.frame_start and settings.use_scene_frame_range:
         raise BakeError("the scene's frame range is empty")
-    start, end = frame_range(scene, obj)
+    start, end = frame_range(scene, obj, overrides)
     if end <= start:
         raise BakeError(f"the frame range {start}–{end} needs at least two frames (end after start)")
 
@@ -153,20 +172,20 @@ def transform_is_static(obj) -> bool:
 class BakeJob:
     """One bake of one object, advanced in small steps (see module doc)."""
 
-    def __init__(self, scene, obj):
+    def __init__(self, scene, obj, overrides: dict | None = None):
         self.scene = scene
         self.obj = obj
         self.object_name = obj.name if obj is not None else ""
-        self.warnings = check_object(scene, obj)
+        self.warnings = check_object(scene, obj, overrides)
         try:
             self.arrays = mesh_to_arrays(obj)
             self.arrays.validate()
         except BakeError as ex:
             raise BakeError(f"'{obj.name}': {ex}") from ex
-        self.settings = simulation_settings(scene, obj)
-        start, end = frame_range(scene, obj)
+        self.settings = simulation_settings(scene, obj, overrides)
+        start, end = frame_range(scene, obj, overrides)
         self.frames = np.arange(start, end + 1)
-        self.output = obj.mass_spring.output
+        self.output = BakeSettings(obj, overrides).output
         self._frame_before = (scene.frame_current, scene.frame_subframe)
         self._matrices = []
         self._frame_moved = False
@@ -332,27 +351,31 @@ def _run(job: BakeJob, progress, should_cancel, budget: float) -> None:
         progress(job.current_frame, job.frames_simulated, total)
 
 
-def bake_object(scene, obj, *, progress=None, should_cancel=None, budget_seconds: float = 0.25) -> BakeResult:
+def bake_object(scene, obj, *, progress=None, should_cancel=None, budget_seconds: float = 0.25,
+                overrides: dict | None = None) -> BakeResult:
     """Simulate `obj` over its frame range and replace its bake. Headless entry point.
 
     progress(frame, done, total) is called between chunks of work (about every
     `budget_seconds`): the frame reached, frames simulated so far, frames to simulate;
     should_cancel() -> bool is polled at the same points. Raises BakeError (message names
     the object, the frame and a likely cure) or BakeCancelled; in both cases the object
-    is exactly as before (any previous bake included).
+    is exactly as before (any previous bake included). `overrides` (setting name → value)
+    change this bake only, not the object's settings.
     """
-    job = BakeJob(scene, obj)
+    job = BakeJob(scene, obj, overrides)
     _run(job, progress, should_cancel, budget_seconds)
     return job.finish()
 
 
-def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: float = 0.25) -> list[BakeResult]:
+def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: float = 0.25,
+               overrides: dict | None = None) -> list[BakeResult]:
     """Bake every mesh object of `scene` whose Mass–Spring is enabled.
 
     All simulations run first; only when every one succeeded are the bakes written.
+    `overrides` apply to every object, as in bake_object.
     """
     objects = [o for o in scene.objects if o.type == 'MESH' and o.mass_spring.enabled]
-    jobs = [BakeJob(scene, o) for o in objects]
+    jobs = [BakeJob(scene, o, overrides) for o in objects]
     for job in jobs:
         _run(job, progress, should_cancel, budget_seconds)
     return [job.finish() for job in jobs]

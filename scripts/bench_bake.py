@@ -28,14 +28,6 @@ REPO = Path(__file__).resolve().parent.parent
 WRITE_LIMIT_SECONDS = 2.0
 
 
-def load_addon():
-    """The add-on's package: as installed, or registered from the repo's addon/ folder
-    (the headless bake script's loader)."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    import bake as headless
-    return sys.modules[headless.load_addon("auto").__package__]
-
-
 def build_grid(bpy, n: int, size: float):
     """n×n vertices in a horizontal square, quads; the two corners of one side pinned."""
     import numpy as np
@@ -116,12 +108,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import bpy
-    package = load_addon()
+    sys.path.insert(0, str(REPO / "scripts"))
+    import addon_loader
+    package = addon_loader.register_addon("auto")
     bake = importlib.import_module(package.__name__ + ".bake")
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    if not hasattr(bpy.types.Object, "mass_spring"):
-        package.register()
+    package = addon_loader.register_addon("auto")  # again: factory settings disable an installed one
     workdir = tempfile.mkdtemp(prefix="msb_bench_")  # the .blend (for '//' paths) and PC2 file
     atexit.register(shutil.rmtree, workdir, True)
     bpy.ops.wm.save_as_mainfile(filepath=os.path.join(workdir, "bench.blend"))

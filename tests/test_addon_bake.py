@@ -13,7 +13,6 @@ from test_addon_helpers import (
     mesh_fingerprint,
     pin,
     require_bpy,
-    reset_scene,
     set_edge_marks,
     submodule,
     world_coordinates,
@@ -24,11 +23,6 @@ import mass_spring  # noqa: E402  (after the skip above)
 
 FPS = 24
 SUBSTEPS = 5
-
-
-@pytest.fixture
-def scene():
-    return reset_scene()
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Shared helpers of the add-on tests (real bpy and the real core, no mocks).
 
-In-process tests register the add-on straight from the repo folder under the name it has
-as an extension (``mass_spring_baker``), the same way scripts/bake.py does. Tests that
+In-process tests get the add-on and an empty scene from the fixtures of conftest.py
+(``addon``, ``scene``), which register it through scripts/addon_loader.py. Tests that
 need a clean Blender (install from the zip, reopen a saved file) run the venv's Python
 with ``import bpy`` in a subprocess, with every Blender user folder pointed at a temporary
 directory so the real user's configuration is never touched.
@@ -9,9 +9,6 @@ directory so the real user's configuration is never touched.
 
 from __future__ import annotations
 
-import atexit
-import importlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -24,7 +21,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ADDON_DIR = REPO / "addon"
-PACKAGE = "mass_spring_baker"
 
 
 def require_bpy():
@@ -33,48 +29,11 @@ def require_bpy():
     return bpy
 
 
-def load_addon():
-    """Register the repo's add-on (once per process) and return its package module."""
-    require_bpy()
-    for name in list(sys.modules):
-        if name == PACKAGE or name.endswith("." + PACKAGE):
-            import bpy
-            package = sys.modules[name]
-            if not hasattr(bpy.types.Object, "mass_spring"):
-                package.register()
-            return package
-    spec = importlib.util.spec_from_file_location(
-        PACKAGE, ADDON_DIR / "__init__.py", submodule_search_locations=[str(ADDON_DIR)])
-    package = importlib.util.module_from_spec(spec)
-    sys.modules[PACKAGE] = package
-    spec.loader.exec_module(package)
-    package.register()
-    # bpy 4.2 crashes and 4.5 hangs on exit while Python-defined operators or panels are
-    # still registered (any add-on's, not just ours): unregister before Blender shuts down.
-    atexit.register(_unregister_at_exit, package)
-    return package
-
-
-def _unregister_at_exit(package):
-    import bpy
-    if hasattr(bpy.types.Object, "mass_spring"):
-        package.unregister()
-
-
 def submodule(name: str):
-    package = load_addon()
-    return importlib.import_module(f"{package.__name__}.{name}")
-
-
-def reset_scene():
-    """An empty scene (factory settings); the add-on stays registered."""
-    import bpy
-    load_addon()
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end, scene.frame_current = 1, 24, 1
-    scene.render.fps, scene.render.fps_base = 24, 1.0
-    return scene
+    """The add-on's module `name` (e.g. "bake"), the repo's add-on registered."""
+    require_bpy()
+    import addon_loader
+    return addon_loader.addon_module(name, "repo")
 
 
 def make_mesh_object(name, vertices, edges=(), faces=(), location=(0.0, 0.0, 0.0)):

@@ -55,7 +55,7 @@ def test_zip_layout(extension_zip):
     with zipfile.ZipFile(extension_zip) as archive:
         names = set(archive.namelist())
         manifest = tomllib.loads(archive.read("blender_manifest.toml").decode())
-    assert {"blender_manifest.toml", "__init__.py", "bake.py", "writers.py"} <= names
+    assert {"blender_manifest.toml", "__init__.py", "bake.py", "cli.py", "writers.py"} <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     assert manifest["id"] == "mass_spring_baker"
     assert manifest["name"] == "Mass–Spring Baker"
@@ -75,6 +75,8 @@ if "{module}" not in enabled:
 RESULT["registered"] = hasattr(bpy.types.Object, "mass_spring")
 import importlib
 bake = importlib.import_module("{module}.bake")
+# blender -c mass_spring_bake: the enabled extension registered its command
+RESULT["cli_command"] = importlib.import_module("{module}.cli")._handle is not None
 
 for o in list(bpy.data.objects):  # (factory settings would disable the add-on again)
     bpy.data.objects.remove(o)
@@ -150,7 +152,7 @@ def test_install_bake_save_and_reopen_without_addon(extension_zip, tmp_path):
 
     # A fresh process: the core now comes from the extension's own wheel.
     baked = run_python(BAKE_SCRIPT.replace("{module}", MODULE).replace("{blend}", blend.as_posix()), env)
-    assert baked["registered"]
+    assert baked["registered"] and baked["cli_command"]
     assert baked["core"].startswith(str(home)), baked["core"]
     assert blend.exists() and (tmp_path / "Cache.pc2").exists()
 

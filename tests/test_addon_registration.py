@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_addon_helpers import ADDON_DIR, REPO, load_addon, require_bpy, reset_scene, submodule
+from test_addon_helpers import ADDON_DIR, REPO, require_bpy, submodule
 
 bpy = require_bpy()
 
@@ -23,11 +23,10 @@ ARCHITECTURE_PROPERTIES = {
 
 
 def settings_rna():
-    load_addon()
     return bpy.types.Object.bl_rna.properties["mass_spring"].fixed_type
 
 
-def test_property_names_match_the_architecture_document():
+def test_property_names_match_the_architecture_document(addon):
     names = set(settings_rna().properties.keys()) - {"rna_type", "name"}
     assert names == ARCHITECTURE_PROPERTIES
     text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
@@ -39,7 +38,7 @@ def test_property_names_match_the_architecture_document():
     assert documented == ARCHITECTURE_PROPERTIES
 
 
-def test_every_setting_has_a_tooltip():
+def test_every_setting_has_a_tooltip(addon):
     rna = settings_rna()
     for name in ARCHITECTURE_PROPERTIES:
         prop = rna.properties[name]
@@ -56,7 +55,7 @@ def test_every_setting_has_a_tooltip():
     assert rna.properties["output"].default == "SHAPE_KEYS"
 
 
-def test_solver_defaults_agree_between_the_panel_and_headless_settings():
+def test_solver_defaults_agree_between_the_panel_and_headless_settings(addon):
     """The panel's defaults and SimulationSettings' (used without a panel) are one choice.
     rho_inf is 0.5, not the core's 0.8: at 0.8 cloth falling into folds gains energy."""
     rna = settings_rna()
@@ -66,8 +65,7 @@ def test_solver_defaults_agree_between_the_panel_and_headless_settings():
     assert rna.properties["integrator"].default == defaults.integrator
 
 
-def test_settings_are_saved_in_the_blend(tmp_path):
-    reset_scene()
+def test_settings_are_saved_in_the_blend(scene, tmp_path):
     mesh = bpy.data.meshes.new("M")
     obj = bpy.data.objects.new("O", mesh)
     bpy.context.scene.collection.objects.link(obj)
@@ -83,8 +81,7 @@ def test_settings_are_saved_in_the_blend(tmp_path):
     assert tuple(settings.initial_angular_velocity) == (0, 0, 3)
 
 
-def test_panels_and_operators_are_registered():
-    load_addon()
+def test_panels_and_operators_are_registered(addon):
     for name in ("PHYSICS_PT_mass_spring", "MASS_SPRING_OT_bake", "MASS_SPRING_OT_free_bake",
                  "MASS_SPRING_OT_mark_edges"):
         assert hasattr(bpy.types, name), name
@@ -96,15 +93,14 @@ def test_panels_and_operators_are_registered():
         assert cls.bl_description
 
 
-def test_unregister_and_register_again():
-    package = load_addon()
-    package.unregister()
+def test_unregister_and_register_again(addon):
+    addon.unregister()
     try:
         assert not hasattr(bpy.types.Object, "mass_spring")
         assert not hasattr(bpy.types, "MASS_SPRING_OT_bake")
         assert not hasattr(bpy.types, "PHYSICS_PT_mass_spring")
     finally:
-        package.register()
+        addon.register()
     assert hasattr(bpy.types.Object, "mass_spring")
 
 
@@ -153,9 +149,8 @@ def test_world_to_local_and_velocities():
         simulation.world_to_local(np.zeros((1, 1, 3)), np.zeros((1, 4, 4)))
 
 
-def test_mesh_arrays_reads_masses_pins_and_marks():
+def test_mesh_arrays_reads_masses_pins_and_marks(scene):
     from test_addon_helpers import make_grid, pin, set_edge_marks
-    reset_scene()
     obj = make_grid(nx=3, ny=2)
     obj.mass_spring.total_mass = 6.0
     pin(obj, [0, 2])

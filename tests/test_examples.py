@@ -28,7 +28,8 @@ for path in (str(REPO / "scripts"), str(EXAMPLES)):
 
 import _common  # noqa: E402  (after the path set-up)
 
-pytestmark = pytest.mark.blender
+# Each test starts from the empty factory scene of conftest.py's `scene` fixture.
+pytestmark = [pytest.mark.blender, pytest.mark.usefixtures("scene")]
 
 ALL_EXAMPLES = ("hanging_chain", "bridge", "rigid_pendulum", "double_pendulum", "spinning_top",
                 "crane", "integrators")

@@ -154,6 +154,65 @@ def test_headless_bake_overrides_and_pc2(small_scene, tmp_path):
     assert _max_abs_diff(data["frames"]["12"], rest) > 0.05
 
 
+# Open the input argv[1] with the repo's add-on: the Chain simulated with the overrides
+# argv[3] (JSON) and with its own settings; then the baked output argv[2]: its stored
+# settings and the positions the bake plays, frames 1..len(simulated).
+CHECK_OVERRIDES = """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, "scripts")
+    import bake, bpy
+    bake_module = bake.load_addon("repo")
+
+    def simulate(overrides):
+        job = bake_module.BakeJob(bpy.context.scene, bpy.data.objects["Chain"], overrides)
+        while not job.step(1.0):
+            pass
+        return job.simulation.positions
+
+    bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+    overridden = simulate(json.loads(sys.argv[3]))
+    own = simulate(None)[:len(overridden)]
+    bpy.ops.wm.open_mainfile(filepath=sys.argv[2])
+    scene, chain = bpy.context.scene, bpy.data.objects["Chain"]
+    baked = []
+    for frame in range(1, len(overridden) + 1):
+        scene.frame_set(frame)
+        ev = chain.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        mesh = ev.to_mesh()
+        baked.append([list(ev.matrix_world @ v.co) for v in mesh.vertices])
+        ev.to_mesh_clear()
+    baked = np.array(baked)
+    ms = chain.mass_spring
+    print(json.dumps({
+        "stored": [ms.integrator, ms.substeps, ms.use_scene_frame_range, ms.output],
+        "shape_keys": len(chain.data.shape_keys.key_blocks),
+        "vs_overridden": float(np.abs(baked - overridden).max()),
+        "vs_own": float(np.abs(baked - own).max()),
+    }))
+"""
+
+
+def test_overrides_change_the_bake_not_the_saved_settings(small_scene, tmp_path):
+    """--integrator, --substeps and the frame range change the bake only: reopened in a
+    fresh process, the saved file keeps the chain's own settings, and its baked motion is
+    the add-on's simulation with the overrides (not with the stored settings)."""
+    scene_path, _ = small_scene
+    out = tmp_path / "baked.blend"
+    proc = run_bake(scene_path, "--output", out, "--integrator", "newmark", "--substeps", "2",
+                    "--frame-start", "1", "--frame-end", "12")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    overrides = {"enabled": True, "integrator": "NEWMARK", "substeps": 2,
+                 "use_scene_frame_range": False, "frame_start": 1, "frame_end": 12}
+    proc = run_python(CHECK_OVERRIDES, str(scene_path), str(out), json.dumps(overrides))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = last_json(proc.stdout)
+    assert data["stored"] == ["GENERALIZED_ALPHA", 4, True, "SHAPE_KEYS"]
+    assert data["shape_keys"] == 1 + 12  # the basis and one key per baked frame
+    assert data["vs_overridden"] < 1e-5
+    assert data["vs_own"] > 1e-3  # the overrides did change the motion
+
+
 # ----------------------------------------------------------------------------- failures
 
 def test_missing_file_fails_with_one_line(tmp_path):

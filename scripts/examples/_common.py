@@ -42,8 +42,10 @@ for _path in (str(SCRIPTS), str(EXAMPLES)):
 
 import bpy  # noqa: E402  (after the path set-up; needs Blender or the bpy module)
 
-import bake as bake_cli  # noqa: E402  scripts/bake.py: add-on loading, argv inside Blender
+import render  # noqa: E402  scripts/render.py: stills and videos
 import scenes  # noqa: E402  scripts/scenes.py: one builder per structure
+from addon_loader import SOURCES, addon_module  # noqa: E402  the one add-on loader
+from script_args import script_argv  # noqa: E402  arguments after "--" inside Blender
 
 FPS = 24
 DEFAULT_RESOLUTION = (960, 540)
@@ -73,24 +75,19 @@ def parse_args(example, argv=None) -> argparse.Namespace:
     p.add_argument("--resolution", default=None, metavar="WxH",
                    help=f"picture size (default {DEFAULT_RESOLUTION[0]}x{DEFAULT_RESOLUTION[1]})")
     p.add_argument("--no-render", action="store_true", help="bake (and save) only")
-    p.add_argument("--addon", choices=("auto", "installed", "repo"), default="repo",
+    p.add_argument("--addon", choices=SOURCES, default="repo",
                    help="the repo's addon/ folder (default) or an installed extension")
-    args = p.parse_args(bake_cli.script_argv() if argv is None else argv)
+    args = p.parse_args(script_argv() if argv is None else argv)
     if args.frames < 2:
         p.error("--frames must be at least 2")
     if args.resolution:
-        args.resolution = bake_cli.parse_resolution(args.resolution, p)
+        args.resolution = render.parse_resolution(args.resolution, p)
     else:
         args.resolution = DEFAULT_RESOLUTION
     return args
 
 
 # ----------------------------------------------------------------------------- add-on, bake
-
-def load_addon(source: str = "repo"):
-    """Register the add-on (once per process); return its ``bake`` module."""
-    return bake_cli.load_addon(source)
-
 
 def new_scene(frames: int, fps: int = FPS):
     """The current scene emptied, frames 1..`frames` at `fps`."""
@@ -124,7 +121,7 @@ def bake_all(bake_module, scene, objects) -> dict:
 def build_and_bake(example, frames: int, addon: str = "repo", fps: int = FPS, **params):
     """Load the add-on, empty the scene (frames 1..`frames` at `fps`), build the example
     (with `params` overriding its defaults) and bake it. Returns (scene, objects, results)."""
-    bake_module = load_addon(addon)
+    bake_module = addon_module("bake", addon)
     scene = new_scene(frames, fps)
     objects = example.build(**params)
     # New objects' matrix_world is only computed by a depsgraph update; the bake reads it.
@@ -252,7 +249,7 @@ def render_still(scene, path: Path, frame: int, resolution) -> None:
     # Workbench's stencil shadows need closed meshes: the open backdrop sheet of
     # scenes.add_stage() shades itself grey except for a lit wedge. Cavity stays on.
     scene.display.shading.show_shadows = False
-    bake_cli.render_still(scene, str(path), int(frame))
+    render.render_still(scene, str(path), int(frame))
 
 
 # ----------------------------------------------------------------------------- main

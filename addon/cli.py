@@ -1,0 +1,377 @@
+"""The headless bake command, registered by the add-on:
+
+    blender -c mass_spring_bake scene.blend [--objects A,B] [--substeps 10] [--output X.blend]
+
+It opens the .blend, bakes every object with Mass–Spring enabled (or the ones named),
+and saves the result. Options such as --substeps or --frame-end change the bake only: the
+saved file keeps the objects' own settings. scripts/bake.py wraps the same parser and run
+for the ``bpy`` module and ``blender --python``, adding rendering and the demo scene.
+
+Progress goes to stderr. Exit code 0 on success; on failure 1 (the bake failed, e.g. the
+simulation diverged), 2 (bad input: missing file, no such object, not a mesh, bad option)
+or 130 (interrupted), with one line saying what went wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+import bpy
+
+from . import bake
+from .errors import BakeCancelled, BakeError
+from .properties import INTEGRATOR_ITEMS
+
+COMMAND = "mass_spring_bake"
+INTEGRATOR_NAMES = tuple(identifier.lower() for identifier, *_ in INTEGRATOR_ITEMS)
+EXIT_CODES_TEXT = "Exit codes: 0 ok, 1 bake failed, 2 bad input, 130 interrupted."
+INTERRUPTED = 130
+
+_handle = None
+
+
+class CommandError(Exception):
+    """Bad input: reported as one line, exit code 2."""
+
+    exit_code = 2
+
+
+class BakeFailed(Exception):
+    """A bake that did not complete: reported as one line, exit code 1."""
+
+    exit_code = 1
+
+
+def say(message: str) -> None:
+    print(f"[bake] {message}", file=sys.stderr, flush=True)
+
+
+def one_line(ex) -> str:
+    return " ".join(str(ex).split()) or ex.__class__.__name__
+
+
+# ----------------------------------------------------------------------------- registration
+
+def register() -> None:
+    """Register ``blender -c mass_spring_bake`` where Blender has CLI commands (4.2+)."""
+    global _handle
+    if hasattr(bpy.utils, "register_cli_command") and _handle is None:
+        _handle = bpy.utils.register_cli_command(COMMAND, execute)
+
+
+def unregister() -> None:
+    global _handle
+    if _handle is not None:
+        bpy.utils.unregister_cli_command(_handle)
+        _handle = None
+
+
+# ----------------------------------------------------------------------------- arguments
+
+def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose what is baked and how, and where it is saved."""
+    p = parser
+    p.add_argument("--objects", action="append", metavar="NAMES",
+                   help="comma-separated objects to bake, may be repeated (default: every "
+                        "object with Mass–Spring enabled)")
+    p.add_argument("--frame-start", type=int, help="first baked frame (default: the object's setting)")
+    p.add_argument("--frame-end", type=int, help="last baked frame (default: the object's setting)")
+    p.add_argument("--output", "-o", metavar="BLEND",
+                   help="where to save the baked .blend (default: <input>_baked.blend beside "
+                        "the input)")
+    p.add_argument("--in-place", action="store_true", help="save the baked scene over the input file")
+    p.add_argument("--mode", choices=("shape_keys", "pc2"),
+                   help="bake output: shape keys in the .blend or a PC2 file read by a Mesh "
+                        "Cache modifier (default: the object's setting)")
+    p.add_argument("--integrator", type=str.lower, choices=INTEGRATOR_NAMES,
+                   help="override every object's integrator for this bake")
+    p.add_argument("--rho-inf", type=float, metavar="RHO",
+                   help="override the generalized-α spectral radius ρ∞ (0..1) for this bake")
+    p.add_argument("--substeps", type=int, help="override the integrator steps per frame for this bake")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"blender -c {COMMAND}",
+        description="Bake the Mass–Spring Baker objects of a .blend and save the result. "
+                    "The input .blend is required (the built-in demo scene is built by the "
+                    "repository's scripts/bake.py, not by the extension). Overrides such as "
+                    "--substeps change the bake only, not the settings saved in the file.",
+        epilog=EXIT_CODES_TEXT)
+    p.add_argument("input", help="the .blend to bake")
+    add_bake_arguments(p)
+    return p
+
+
+def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Split --objects lists and refuse inconsistent values (a usage error of `parser`)."""
+    if args.objects:
+        args.objects = [n.strip() for item in args.objects for n in item.split(",") if n.strip()]
+    if args.rho_inf is not None and not 0.0 <= args.rho_inf <= 1.0:
+        parser.error(f"--rho-inf must be between 0 and 1, got {args.rho_inf}")
+    if args.substeps is not None and args.substeps < 1:
+        parser.error(f"--substeps must be at least 1, got {args.substeps}")
+    if (args.frame_start is not None and args.frame_end is not None
+            and args.frame_end <= args.frame_start):
+        parser.error(f"--frame-end ({args.frame_end}) must be after --frame-start ({args.frame_start})")
+    return args
+
+
+# ----------------------------------------------------------------------------- the command
+
+def execute(argv: list[str]) -> int:
+    """``blender -c mass_spring_bake ARGV``: open, bake, save; the exit code."""
+    parser = build_parser()
+    try:
+        args = check_args(parser.parse_args(argv), parser)
+    except SystemExit as ex:  # --help (0) or a usage error (2): argparse has printed it
+        return ex.code if isinstance(ex.code, int) else CommandError.exit_code
+    return report_errors(COMMAND, lambda: bake_file(args))
+
+
+def report_errors(prog: str, run) -> int:
+    """Call `run()`; turn a failure into one line on stderr and its exit code."""
+    try:
+        run()
+    except (CommandError, BakeFailed) as ex:
+        print(f"{prog}: error: {one_line(ex)}", file=sys.stderr, flush=True)
+        return ex.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: error: interrupted, nothing was baked for the current object",
+              file=sys.stderr, flush=True)
+        return INTERRUPTED
+    return 0
+
+
+def bake_file(args) -> None:
+    """Open args.input, bake the chosen objects with args' overrides, save."""
+    t_start = time.perf_counter()
+    input_path = open_input(args.input)
+    scene = bpy.context.scene
+    objects = select_objects(scene, args.objects)
+    bake_and_save(scene, objects, args, output_path(args, input_path))
+    say(f"done in {time.perf_counter() - t_start:.1f} s")
+
+
+def open_input(path: str, *, opened_by_blender: bool = False) -> str:
+    """Open the .blend `path` (unless it is already open); return its absolute path.
+    `opened_by_blender`: Blender was given `path` on its own command line."""
+    if not path.lower().endswith(".blend"):
+        raise CommandError(f"input must be a .blend file, got {path!r}")
+    if not os.path.isfile(path):
+        raise CommandError(f"input file not found: {path}")
+    path = os.path.abspath(path)
+    if bpy.data.filepath and os.path.samefile(bpy.data.filepath, path):
+        return path
+    if opened_by_blender:
+        raise CommandError(f"Blender could not open {path}")
+    try:
+        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+    except RuntimeError as ex:
+        raise CommandError(f"could not open {path}: {one_line(ex)}") from None
+    return path
+
+
+def select_objects(scene, names: list[str] | None) -> list:
+    """The objects named (each must be a mesh of `scene`), or every enabled one."""
+    if names:
+        chosen = []
+        for name in names:
+            obj = bpy.data.objects.get(name)
+            if obj is None or scene.objects.get(name) is None:
+                known = ", ".join(sorted(o.name for o in scene.objects if o.type == "MESH"))
+                raise CommandError(f"no such object: {name!r} in scene {scene.name!r} "
+                                   f"(mesh objects: {known or 'none'})")
+            if obj.type != "MESH":
+                raise CommandError(f"object {name!r} is not a mesh (it is a {obj.type.lower()})")
+            chosen.append(obj)
+        return chosen
+    chosen = [o for o in scene.objects
+              if o.type == "MESH" and getattr(o, "mass_spring", None) is not None
+              and o.mass_spring.enabled]
+    if not chosen:
+        raise CommandError(f"no object in scene {scene.name!r} has Mass–Spring enabled "
+                           "(enable it in Properties ▸ Physics, or name objects with --objects)")
+    return chosen
+
+
+def bake_overrides(scene, obj, args) -> dict:
+    """The settings this bake of `obj` uses instead of the stored ones (bake.BakeSettings).
+    A chosen object is baked even when its Mass–Spring is not enabled."""
+    overrides = {"enabled": True}
+    if args.frame_start is not None or args.frame_end is not None:
+        start, end = bake.frame_range(scene, obj)
+        start = args.frame_start if args.frame_start is not None else start
+        end = args.frame_end if args.frame_end is not None else end
+        if end <= start:
+            raise CommandError(f"{obj.name!r}: frame range {start}..{end} is empty")
+        overrides.update(use_scene_frame_range=False, frame_start=start, frame_end=end)
+    if args.mode:
+        overrides["output"] = args.mode.upper()
+    if args.integrator:
+        overrides["integrator"] = args.integrator.upper()
+    if args.rho_inf is not None:
+        overrides["rho_inf"] = args.rho_inf
+    if args.substeps is not None:
+        overrides["substeps"] = args.substeps
+    return overrides
+
+
+def output_path(args, input_path: str | None, default: str | None = None) -> str:
+    """Where the baked scene is saved (absolute): --in-place, --output, `default`, or
+    <input>_baked.blend."""
+    if args.in_place:
+        if input_path is None:
+            raise CommandError("--in-place needs an input .blend")
+        output = input_path
+    elif args.output:
+        output = args.output
+    elif default is not None:
+        output = default
+    else:
+        stem, _ = os.path.splitext(input_path)
+        output = stem + "_baked.blend"
+    if not output.lower().endswith(".blend"):
+        raise CommandError(f"--output must end in .blend, got {output!r}")
+    return os.path.abspath(output)
+
+
+def baked_frame_span(scene, objects, args) -> tuple[int, int]:
+    """First and last frame baked for any of `objects` (with args' overrides)."""
+    ranges = [bake.frame_range(scene, o, bake_overrides(scene, o, args)) for o in objects]
+    return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+
+def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
+    """Bake `objects` with args' overrides and save the scene as `output`.
+    `before_save(scene)` runs after a successful bake. A failed bake leaves no new file."""
+    overrides = {obj.name: bake_overrides(scene, obj, args) for obj in objects}
+    existed = os.path.exists(output)
+    # PC2 paths are relative to the .blend ("//"): save first so they land beside the output.
+    if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
+        save_blend(output)
+    try:
+        bake_objects(scene, objects, overrides, args.quiet)
+    except BaseException:
+        if not existed and os.path.exists(output):
+            os.remove(output)
+        raise
+    if before_save is not None:
+        before_save(scene)
+    save_blend(output, keep_backup=existed)
+    say(f"saved {output}")
+
+
+def bake_objects(scene, objects, overrides: dict, quiet: bool = False) -> None:
+    """Bake each object with its overrides ({object name: dict}); Ctrl-C cancels cleanly."""
+    with _Interrupt() as interrupt:
+        for obj in objects:
+            _bake_one(scene, obj, overrides[obj.name], quiet, interrupt)
+
+
+def _bake_one(scene, obj, overrides: dict, quiet: bool, interrupt) -> None:
+    settings = bake.BakeSettings(obj, overrides)
+    start, end = bake.frame_range(scene, obj, overrides)
+    say(f"{obj.name}: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
+        f"frames {start}..{end}, {settings.integrator.lower()}, {settings.substeps} substeps")
+    progress = Progress(obj.name, settings.substeps, quiet)
+    t0 = time.perf_counter()
+    try:
+        result = bake.bake_object(scene, obj, progress=progress, overrides=overrides,
+                                  should_cancel=lambda: interrupt.requested)
+    except BakeCancelled:
+        raise KeyboardInterrupt from None
+    except BakeError as ex:
+        message = one_line(ex)
+        if not message.startswith(f"'{obj.name}'"):
+            message = f"'{obj.name}': {message}"
+        raise BakeFailed(f"bake failed: {message}") from None
+    steps = (end - start) * settings.substeps
+    dt = time.perf_counter() - t0
+    say(f"{obj.name}: baked {end - start + 1} frames in {dt:.2f} s "
+        f"({steps / max(dt, 1e-9):,.0f} steps/s)")
+    for warning in result.warnings:
+        say(f"{obj.name}: warning: {one_line(warning)}")
+
+
+def save_blend(path: str, *, keep_backup: bool = True) -> None:
+    """Save as `path`. Blender keeps the previous file as `path`1; `keep_backup=False`
+    removes that backup when this run made it (saving over our own PC2-mode pre-save)."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    backup = path + "1"
+    had_backup = os.path.exists(backup)
+    bpy.ops.wm.save_as_mainfile(filepath=path, check_existing=False)
+    if not keep_backup and not had_backup and os.path.exists(backup):
+        os.remove(backup)
+
+
+# ----------------------------------------------------------------------------- progress
+
+class Progress:
+    """Progress lines on stderr: frame, simulated steps per second, time left.
+
+    On a terminal one line is rewritten in place; in a log, a line every few seconds.
+    """
+
+    def __init__(self, name: str, substeps: int, quiet: bool = False):
+        self.name, self.substeps, self.quiet = name, max(1, substeps), quiet
+        self.start = time.perf_counter()
+        self.last_print = 0.0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, frame, done, total):
+        """The bake's progress callback: frame reached, frames simulated, frames to do."""
+        if self.quiet or done is None or total is None:
+            return
+        now = time.perf_counter()
+        final = done >= total
+        if not final and now - self.last_print < (0.25 if self.tty else 3.0):
+            return
+        self.last_print = now
+        elapsed = max(now - self.start, 1e-9)
+        steps_per_s = done * self.substeps / elapsed
+        left = (total - done) * elapsed / done if done else float("nan")
+        shown = f"frame {frame}" if frame is not None else f"frame {done}"
+        line = (f"[bake] {self.name}: {shown} ({done}/{total}, {100.0 * done / max(total, 1):.0f}%)"
+                f"  {steps_per_s:,.0f} steps/s  {_seconds(left)} left")
+        if self.tty:
+            print("\r" + line + "\033[K", end="\n" if final else "", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+
+def _seconds(s: float) -> str:
+    if s != s:  # NaN
+        return "?"
+    if s < 60:
+        return f"{s:.1f} s"
+    return f"{int(s // 60)} min {int(s % 60):02d} s"
+
+
+class _Interrupt:
+    """While active, Ctrl-C asks the running bake to cancel cleanly (the core does not see
+    Python signals); the previous handler is put back afterwards."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __call__(self, *_):
+        self.requested = True
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *_):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)

@@ -1,0 +1,113 @@
+"""Rendering for the headless script and the examples: a still and the baked range as a
+video, with Workbench (default), Cycles (CPU) or EEVEE."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import bpy
+
+import scenes
+
+ENGINES = {"workbench": "BLENDER_WORKBENCH", "cycles": "CYCLES", "eevee": "BLENDER_EEVEE"}
+MOVIE_FORMATS = {".mp4": "MPEG4", ".mkv": "MKV", ".webm": "WEBM", ".avi": "AVI", ".mov": "QUICKTIME"}
+
+
+class RenderFailed(RuntimeError):
+    """Blender did not write the picture it was asked for."""
+
+
+def say(message: str) -> None:
+    print(f"[render] {message}", file=sys.stderr, flush=True)
+
+
+def parse_resolution(text: str, parser) -> tuple[int, int]:
+    """'1280x720' -> (1280, 720); anything else is a usage error of `parser`."""
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+        if w > 0 and h > 0:
+            return w, h
+    except ValueError:
+        pass
+    parser.error(f"--resolution must look like 1280x720, got {text!r}")
+
+
+def configure_render(scene, engine: str | None = None, resolution: tuple[int, int] | None = None,
+                     samples: int = 32) -> None:
+    """The project's render look with `engine` (a key of ENGINES, default workbench) at
+    `resolution` (default: the scene's)."""
+    blender_engine = ENGINES[engine or "workbench"]
+    resolution = resolution or (scene.render.resolution_x, scene.render.resolution_y)
+    scenes.set_render_defaults(scene, engine=blender_engine, resolution=resolution, samples=samples)
+    if blender_engine == "CYCLES":
+        scene.render.threads_mode = "AUTO"
+
+
+def render_still(scene, path: str, frame: int | None = None) -> None:
+    """Render frame `frame` (default: the current one) to the PNG `path`."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if frame is not None:
+        scene.frame_set(frame)
+    render = scene.render
+    image = render.image_settings
+    if hasattr(image, "media_type"):
+        image.media_type = "IMAGE"
+    image.file_format = "PNG"
+    image.color_mode = "RGB"
+    render.filepath = path
+    t0 = time.perf_counter()
+    bpy.ops.render.render(write_still=True)
+    if not os.path.isfile(path):
+        raise RenderFailed(f"rendering {path} failed")
+    say(f"rendered {path} (frame {scene.frame_current}, {render.engine.lower()}, "
+        f"{time.perf_counter() - t0:.1f} s)")
+
+
+def render_video(scene, path: str, frame_range: tuple[int, int], scale: int) -> None:
+    """Render `frame_range` at `scale` percent of the render size: a movie file where
+    Blender has FFmpeg (.mp4 .mkv .webm .avi .mov), else PNG frames in the folder `path`.
+    The scene's render settings are put back afterwards."""
+    render = scene.render
+    image = render.image_settings
+    saved = (scene.frame_start, scene.frame_end, render.resolution_percentage, render.filepath,
+             scene.display.render_aa)
+    scene.frame_start, scene.frame_end = frame_range
+    render.resolution_percentage = max(1, min(100, scale))
+    scene.display.render_aa = "FXAA"  # Workbench: several times faster per frame than 16 samples
+    ext = os.path.splitext(path)[1].lower()
+    path = os.path.abspath(path)
+    if ext in MOVIE_FORMATS and bpy.app.build_options.codec_ffmpeg:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if hasattr(image, "media_type"):
+            image.media_type = "VIDEO"
+        image.file_format = "FFMPEG"
+        ff = render.ffmpeg
+        ff.format = MOVIE_FORMATS[ext]
+        ff.codec = "WEBM" if ext == ".webm" else "H264"
+        ff.constant_rate_factor = "MEDIUM"
+        render.use_file_extension = False
+        render.filepath = path
+        target = path
+    else:
+        if ext in MOVIE_FORMATS:
+            say("this Blender has no FFmpeg: writing PNG frames instead")
+            path = os.path.splitext(path)[0]
+        os.makedirs(path, exist_ok=True)
+        if hasattr(image, "media_type"):
+            image.media_type = "IMAGE"
+        image.file_format = "PNG"
+        render.filepath = os.path.join(path, "frame_####")
+        target = path + os.sep
+    t0 = time.perf_counter()
+    bpy.ops.render.render(animation=True)
+    say(f"rendered {frame_range[1] - frame_range[0] + 1} frames to {target} "
+        f"in {time.perf_counter() - t0:.1f} s")
+    scene.frame_start, scene.frame_end = saved[0], saved[1]
+    render.resolution_percentage, render.filepath = saved[2], saved[3]
+    scene.display.render_aa = saved[4]
+    if hasattr(image, "media_type"):
+        image.media_type = "IMAGE"
+    image.file_format = "PNG"

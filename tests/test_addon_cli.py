@@ -1,0 +1,108 @@
+"""The extension's headless command (addon/cli.py, ``blender -c mass_spring_bake``), in
+this process: its registration with Blender, and its function called with an argv."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_addon_helpers import require_bpy, submodule, world_coordinates
+
+bpy = require_bpy()
+
+pytestmark = pytest.mark.blender
+
+COMMAND = "mass_spring_bake"
+
+
+def cli_command_registered(capfd) -> bool:
+    """Whether Blender has a CLI command named mass_spring_bake: registering the id a second
+    time makes Blender warn about the duplicate (the probe is removed again)."""
+    capfd.readouterr()
+    probe = bpy.utils.register_cli_command(COMMAND, lambda argv: 0)
+    bpy.utils.unregister_cli_command(probe)
+    return "duplicate" in capfd.readouterr().err
+
+
+@pytest.fixture
+def chain_blend(scene, tmp_path):
+    """A saved .blend with a small hanging chain (frames 1..12) and a camera."""
+    import scenes
+    scene.frame_end = 12
+    scenes.hanging_chain(n=4, spacing=0.25, angle=60.0, stiffness=200.0,
+                         location=(0.0, 0.0, 2.0), substeps=4)
+    camera = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+    scene.collection.objects.link(camera)
+    path = tmp_path / "chain.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return path
+
+
+def test_command_registered_with_the_addon_and_removed_with_it(addon, capfd):
+    assert hasattr(bpy.utils, "register_cli_command")
+    assert cli_command_registered(capfd)
+    addon.unregister()
+    try:
+        assert not cli_command_registered(capfd)
+    finally:
+        addon.register()
+    assert cli_command_registered(capfd)
+
+
+def test_command_bakes_a_saved_blend(chain_blend, tmp_path):
+    """Exit code 0; the output holds the bake, and it is the add-on's own simulation of
+    the input (positions per frame as the shape keys play them)."""
+    bake = submodule("bake")
+    bpy.ops.wm.open_mainfile(filepath=str(chain_blend))
+    job = bake.BakeJob(bpy.context.scene, bpy.data.objects["Chain"])
+    while not job.step(1.0):
+        pass
+    expected = job.simulation.positions
+
+    out = tmp_path / "out" / "baked.blend"
+    code = submodule("cli").execute([str(chain_blend), "--output", str(out), "--quiet"])
+    assert code == 0
+    assert out.is_file()
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    scene, chain = bpy.context.scene, bpy.data.objects["Chain"]
+    assert chain.data.shape_keys is not None
+    baked = []
+    for frame in range(1, 13):
+        scene.frame_set(frame)
+        baked.append(world_coordinates(chain))
+    np.testing.assert_allclose(np.array(baked), expected, atol=1e-5)
+    assert np.abs(expected[-1] - expected[0]).max() > 0.05  # it did move
+
+
+def test_command_exit_codes_for_bad_input(chain_blend, tmp_path, capfd):
+    execute = submodule("cli").execute
+    out = tmp_path / "x.blend"
+
+    assert execute([str(tmp_path / "missing.blend"), "--output", str(out)]) == 2
+    assert "mass_spring_bake: error: input file not found" in capfd.readouterr().err
+
+    assert execute([str(chain_blend), "--objects", "Nope", "--output", str(out)]) == 2
+    assert "no such object: 'Nope'" in capfd.readouterr().err
+
+    assert execute([str(chain_blend), "--substeps", "0"]) == 2  # a usage error
+    assert execute(["--help"]) == 0
+    assert "input .blend is required" in " ".join(capfd.readouterr().out.split())
+    assert not out.exists()
+
+
+def test_overrides_do_not_touch_the_settings(chain_blend):
+    """The override dict changes the bake, never obj.mass_spring."""
+    bake = submodule("bake")
+    bpy.ops.wm.open_mainfile(filepath=str(chain_blend))
+    chain = bpy.data.objects["Chain"]
+    stored = (chain.mass_spring.substeps, chain.mass_spring.integrator)
+    assert stored == (4, "GENERALIZED_ALPHA")
+    overrides = {"substeps": 2, "integrator": "IMPLICIT_EULER", "use_scene_frame_range": False,
+                 "frame_start": 1, "frame_end": 6}
+    result = bake.bake_object(bpy.context.scene, chain, overrides=overrides)
+    assert (result.frame_start, result.frame_end) == (1, 6)
+    assert (chain.mass_spring.substeps, chain.mass_spring.integrator) == stored
+    settings = bake.simulation_settings(bpy.context.scene, chain, overrides)
+    assert (settings.substeps, settings.integrator) == (2, "IMPLICIT_EULER")
+    with pytest.raises(ValueError, match="unknown Mass–Spring setting"):
+        bake.bake_object(bpy.context.scene, chain, overrides={"substep": 2})
