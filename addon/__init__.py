@@ -10,11 +10,12 @@ Where things live:
     operators.py    Bake (modal), Free Bake, mark rigid / rope edges
     ui.py           Properties ▸ Physics panel
     overlay.py      viewport drawing of rigid / rope edges
+    add_menu.py     Add ▸ Mesh ▸ Mass–Spring: the seeds' structures as meshes
 """
 
 import bpy
 
-from . import operators, overlay, properties, ui
+from . import add_menu, operators, overlay, properties, ui
 
 
 class MassSpringPreferences(bpy.types.AddonPreferences):
@@ -31,7 +32,7 @@ class MassSpringPreferences(bpy.types.AddonPreferences):
         self.layout.prop(self, "show_edge_marks")
 
 
-_modules = (properties, operators, ui, overlay)
+_modules = (properties, operators, ui, overlay, add_menu)
 
 
 def register():

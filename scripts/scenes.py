@@ -21,13 +21,16 @@ names to them.
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
 
 import bpy
 import mass_spring
 import numpy as np
 from mass_spring import presets
 
+ADDON_NAME = "mass_spring_baker"
 PIN_GROUP = "pin"
 MASS_GROUP = "mass"
 VISUALS_MODIFIER = "MS Edge Visuals"
@@ -68,42 +71,20 @@ def configure(obj, **settings):
 
 
 def structure_object(name: str, structure, *, location=(0.0, 0.0, 0.0), collection=None):
-    """A mesh object of a ``mass_spring.Structure``, enabled and ready to bake.
+    """A mesh object of a ``mass_spring.Structure``, enabled and ready to bake: the add-on's
+    own ``add_menu.structure_object`` (the Add menu's), with the groups "pin" and "mass"."""
+    return _addon_module("add_menu").structure_object(
+        name, structure, location=location, collection=collection, pin_group=PIN_GROUP,
+        mass_group=MASS_GROUP)
 
-    The vertices sit in object space (the object at `location`); the mesh has the
-    structure's edges in their order, then any other edges of its faces. Pinned vertices go
-    into the vertex group "pin", rigid and rope edges get the edge attributes ``ms_rigid``
-    and ``ms_rope``; per-vertex masses become the vertex group "mass" (weights relative to
-    the heaviest vertex). Stiffness, shear stiffness and damping go to ``obj.mass_spring``.
-    """
-    s = structure
-    mesh = bpy.data.meshes.new(name)
-    mesh.from_pydata(s.positions.tolist(), s.edges.tolist(),
-                     [tuple(map(int, f)) for f in s.faces])
-    mesh.update()
-    for attr_name, marked in (("ms_rigid", s.rigid), ("ms_rope", s.rope)):
-        if marked.any():
-            values = np.zeros(len(mesh.edges), dtype=bool)
-            values[:len(marked)] = marked
-            attr = mesh.attributes.new(attr_name, "BOOLEAN", "EDGE")
-            attr.data.foreach_set("value", values)
 
-    obj = bpy.data.objects.new(name, mesh)
-    obj.location = location
-    (collection or bpy.context.scene.collection).objects.link(obj)
-    group = obj.vertex_groups.new(name=PIN_GROUP)
-    pins = np.flatnonzero(s.pinned).tolist()
-    if pins:
-        group.add(pins, 1.0, "REPLACE")
-    settings = dict(pin_group=PIN_GROUP, total_mass=s.total_mass, stiffness=s.stiffness,
-                    shear_stiffness=s.shear_stiffness, damping=s.damping)
-    if s.masses is not None:
-        mass_group = obj.vertex_groups.new(name=MASS_GROUP)
-        heaviest = float(s.masses.max())
-        for i, m in enumerate(s.masses.tolist()):
-            mass_group.add([i], m / heaviest, "REPLACE")
-        settings.update(mass_group=MASS_GROUP, total_mass=sum(s.masses.tolist()))
-    return configure(obj, **settings)
+def _addon_module(name: str):
+    """A module of the registered add-on (from the repo or installed as an extension)."""
+    packages = [p for p in sys.modules if p == ADDON_NAME or p.endswith("." + ADDON_NAME)]
+    if not packages or not hasattr(bpy.types.Object, "mass_spring"):
+        raise RuntimeError("the Mass-Spring Baker add-on is not registered: register it "
+                           "before building scenes")
+    return importlib.import_module(f"{packages[0]}.{name}")
 
 
 # ----------------------------------------------------------------------------- structures
