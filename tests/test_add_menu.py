@@ -81,3 +81,12 @@ def test_the_menu_is_in_add_mesh():
     assert menu.bl_label == "Mass–Spring"
     assert any(getattr(f, "__name__", "") == "_menu_entry"
                for f in bpy.types.VIEW3D_MT_mesh_add._dyn_ui_initialize())
+
+
+def test_switching_the_preset_in_the_redo_panel_starts_from_its_defaults():
+    # The redo panel re-runs the operator with the last call's values, among them the
+    # preset those values belong to (shown_preset).
+    _, obj = add("BRIDGE", shown_preset="CHAIN", count=10, size=2.0)
+    assert len(obj.data.vertices) == 13 * 2  # the bridge's 13 columns, not the chain's 10
+    _, obj = add("BRIDGE", shown_preset="BRIDGE", count=5, rows=3, size=1.0)
+    assert len(obj.data.vertices) == 5 * 3
