@@ -11,11 +11,12 @@ Where things live:
     operators.py    Bake (modal), Free Bake, mark rigid / rope edges
     ui.py           Properties ▸ Physics panel
     overlay.py      viewport drawing of rigid / rope edges
+    add_menu.py     Add ▸ Mesh ▸ Mass–Spring: the seeds' structures as meshes
 """
 
 import bpy
 
-from . import cli, operators, overlay, properties, ui
+from . import add_menu, cli, operators, overlay, properties, ui
 
 
 class MassSpringPreferences(bpy.types.AddonPreferences):
@@ -32,7 +33,7 @@ class MassSpringPreferences(bpy.types.AddonPreferences):
         self.layout.prop(self, "show_edge_marks")
 
 
-_modules = (properties, operators, ui, overlay, cli)
+_modules = (properties, operators, ui, overlay, add_menu, cli)
 
 
 def register():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import BakeError
-from .simulation import MeshArrays
+from .simulation import MeshArrays, import_core
 
 RIGID_ATTRIBUTE = "ms_rigid"
 ROPE_ATTRIBUTE = "ms_rope"
@@ -29,16 +29,15 @@ def edge_vertices(mesh) -> np.ndarray:
     return pairs.reshape(-1, 2).astype(np.int64)
 
 
-def quad_diagonals(mesh) -> np.ndarray:
-    """(2Q, 2) vertex pairs: both diagonals of each of the mesh's Q quad faces."""
+def quad_faces(mesh) -> np.ndarray:
+    """(Q, 4) vertex indices of the mesh's faces that have four corners."""
     sizes = np.empty(len(mesh.polygons), dtype=np.int32)
     starts = np.empty(len(mesh.polygons), dtype=np.int32)
     mesh.polygons.foreach_get("loop_total", sizes)
     mesh.polygons.foreach_get("loop_start", starts)
     corners = np.empty(len(mesh.loops), dtype=np.int32)
     mesh.loops.foreach_get("vertex_index", corners)
-    quads = corners[starts[sizes == 4][:, None] + np.arange(4)].astype(np.int64)
-    return np.concatenate([quads[:, [0, 2]], quads[:, [1, 3]]]).reshape(-1, 2)
+    return corners[starts[sizes == 4][:, None] + np.arange(4)].astype(np.int64).reshape(-1, 4)
 
 
 def vertex_group_weights(obj, name: str, purpose: str) -> np.ndarray:
@@ -139,7 +138,8 @@ def mesh_to_arrays(obj) -> MeshArrays:
         pinned=pinned,
         edges=edges,
         stiffness_scale=scale,
-        shear_pairs=(quad_diagonals(mesh) if settings.shear_stiffness > 0
+        shear_pairs=(import_core().quad_diagonals(quad_faces(mesh))
+                     if settings.shear_stiffness > 0
                      else np.zeros((0, 2), np.int64)),
         rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
         rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),

@@ -157,15 +157,9 @@ def rigid_velocities(points: np.ndarray, origin, linear, angular) -> np.ndarray:
     return linear + np.cross(angular, points - np.asarray(origin, dtype=np.float64))
 
 
-def keep_active_edges(arrays: MeshArrays, pairs: np.ndarray | None = None) -> np.ndarray:
-    """Edges (or other vertex pairs) between two pinned vertices move nothing (and a rod
-    between two fixes would make the system singular): leave them out."""
-    pairs = arrays.edges if pairs is None else pairs
-    return ~(arrays.pinned[pairs[:, 0]] & arrays.pinned[pairs[:, 1]])
-
-
 def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world):
-    """The core system at the first frame: this is where edges become springs and rods."""
+    """The core system at the first frame: the mesh as a ``mass_spring.Structure`` in world
+    space, turned into springs, rods and ropes by ``mass_spring.build_system``."""
     core = import_core()
     if settings.integrator not in INTEGRATORS:
         raise BakeError(f"unknown integrator '{settings.integrator}'")
@@ -179,34 +173,28 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
     origin = np.asarray(matrix_world, dtype=np.float64)[:3, 3]
     velocities = rigid_velocities(positions, origin, settings.initial_velocity,
                                   settings.initial_angular_velocity)
-
-    active = keep_active_edges(arrays)
-    springs = active & ~arrays.rigid
-    rods = active & arrays.rigid
-    shear = arrays.shear_pairs[keep_active_edges(arrays, arrays.shear_pairs)]
-    if settings.shear_stiffness <= 0:
-        shear = shear[:0]
-    if settings.integrator in EXPLICIT_INTEGRATORS and rods.any():
-        raise BakeError(
-            f"{int(rods.sum())} edge(s) are marked rigid, and the explicit integrator "
-            f"'{settings.integrator.replace('_', ' ').title()}' cannot keep rods rigid: "
-            "choose Generalized-α, Newmark or Implicit Euler, or clear the rigid marks")
     try:
-        mss = core.MassSpringSystem3d.from_arrays(
-            positions,
-            np.asarray(arrays.masses, dtype=np.float64),
-            fixed=arrays.pinned,
-            velocities=velocities,
-            springs=np.concatenate([arrays.edges[springs], shear]),
-            stiffness=np.concatenate([settings.stiffness * arrays.stiffness_scale[springs],
-                                      np.full(len(shear), settings.shear_stiffness)]),
-            rest_length=None,
+        structure = core.Structure(
+            positions=positions,
+            edges=arrays.edges,
+            pinned=arrays.pinned,
+            rigid=arrays.rigid,
+            rope=arrays.rope,
+            masses=np.asarray(arrays.masses, dtype=np.float64),
+            stiffness=settings.stiffness,
+            stiffness_scale=arrays.stiffness_scale,
             damping=settings.damping,
-            rope=np.concatenate([arrays.rope[springs], np.zeros(len(shear), bool)]),
-            constraints=arrays.edges[rods],
-            constraint_length=None,
-            gravity=np.asarray(settings.gravity, dtype=np.float64),
+            shear_pairs=arrays.shear_pairs,
+            shear_stiffness=settings.shear_stiffness,
+            velocities=velocities,
         )
+        rods = int(structure.rod_edges().sum())
+        if settings.integrator in EXPLICIT_INTEGRATORS and rods:
+            raise BakeError(
+                f"{rods} edge(s) are marked rigid, and the explicit integrator "
+                f"'{settings.integrator.replace('_', ' ').title()}' cannot keep rods rigid: "
+                "choose Generalized-α, Newmark or Implicit Euler, or clear the rigid marks")
+        mss = core.build_system(structure, gravity=np.asarray(settings.gravity, dtype=np.float64))
         mss.set_integrator(INTEGRATORS[settings.integrator], rho_inf=settings.rho_inf)
     except ValueError as ex:
         raise BakeError(f"the core refused the system: {ex}") from ex

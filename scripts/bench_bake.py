@@ -28,29 +28,17 @@ REPO = Path(__file__).resolve().parent.parent
 WRITE_LIMIT_SECONDS = 2.0
 
 
-def build_grid(bpy, n: int, size: float):
-    """n×n vertices in a horizontal square, quads; the two corners of one side pinned."""
-    import numpy as np
-    i, j = np.meshgrid(np.arange(n), np.arange(n))
-    co = np.stack([i.ravel() * size / (n - 1), j.ravel() * size / (n - 1),
-                   np.zeros(n * n)], axis=1).astype(np.float32)
-    a = (j[:-1, :-1] * n + i[:-1, :-1]).ravel()
-    quads = np.stack([a, a + 1, a + n + 1, a + n], axis=1).astype(np.int32)
-    mesh = bpy.data.meshes.new("BenchGrid")
-    mesh.vertices.add(n * n)
-    mesh.vertices.foreach_set("co", co.ravel())
-    mesh.loops.add(quads.size)
-    mesh.loops.foreach_set("vertex_index", quads.ravel())
-    mesh.polygons.add(len(quads))
-    mesh.polygons.foreach_set("loop_start", np.arange(0, quads.size, 4, dtype=np.int32))
-    mesh.update(calc_edges=True)
-    mesh.validate()
-    obj = bpy.data.objects.new("BenchGrid", mesh)
-    bpy.context.scene.collection.objects.link(obj)
-    obj.location = (0.0, 0.0, 2.0)
-    group = obj.vertex_groups.new(name="Pins")
-    group.add([0, n - 1], 1.0, 'REPLACE')
-    return obj
+def build_grid(args, size: float = 1.0):
+    """``presets.cloth``: args.grid × args.grid vertices in a horizontal square of `size`
+    metres, quads, the two corners of one side pinned, enabled with the bench's settings."""
+    import scenes
+    from mass_spring import presets
+    n = args.grid
+    cloth = presets.cloth(n, n, spacing=size / (n - 1), pins=[0, n - 1], total_mass=1.0,
+                          stiffness=args.stiffness, shear_stiffness=args.shear_stiffness,
+                          damping=0.01)
+    obj = scenes.structure_object("BenchGrid", cloth, location=(0.0, 0.0, 2.0))
+    return scenes.configure(obj, substeps=args.substeps, output=args.output)
 
 
 def write_only(bpy, package, scene, obj, args) -> int:
@@ -120,16 +108,7 @@ def main(argv=None) -> int:
     bpy.ops.wm.save_as_mainfile(filepath=os.path.join(workdir, "bench.blend"))
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, args.frames
-    obj = build_grid(bpy, args.grid, 1.0)
-    settings = obj.mass_spring
-    settings.enabled = True
-    settings.pin_group = "Pins"
-    settings.total_mass = 1.0
-    settings.stiffness = args.stiffness
-    settings.shear_stiffness = args.shear_stiffness
-    settings.damping = 0.01
-    settings.substeps = args.substeps
-    settings.output = args.output
+    obj = build_grid(args)
 
     print(f"bench_bake: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
           f"{args.frames} frames, {args.substeps} substep(s), shear stiffness "

@@ -14,59 +14,40 @@ import time
 import numpy as np
 
 import mass_spring as ms
+from mass_spring import presets
 
 
 def chain(n=100):
-    mss = ms.MassSpringSystem3d()
-    mss.gravity = [0, -9.81, 0]
-    prev = mss.add(ms.Fix([0, 0, 0]))
-    for i in range(n):
-        cur = mss.add(ms.Mass(1.0, [i + 1.0, 0, 0]))
-        mss.add(ms.Spring(1.0, 1000.0, (prev, cur)))
-        prev = cur
-    return mss
+    """n masses of 1 kg in a horizontal line from a pin, 1 m apart, springs of 1000 N/m."""
+    structure = presets.chain(n=n, spacing=1.0, angle=90.0, mass=1.0, stiffness=1000.0)
+    return ms.build_system(structure)
 
 
 def bridge(W=20, H=10, k=1000.0):
     """The seeds' braced bridge: W x H lattice, both diagonals, fixed at the two top ends."""
-    ij = [(i, j) for j in range(H) for i in range(W)]
-    index = {p: n for n, p in enumerate(ij)}
-    pos = np.array([[i, -j, 0.0] for i, j in ij])
-    fixed = np.zeros(len(ij), bool)
-    fixed[[index[(0, 0)], index[(W - 1, 0)]]] = True
-    edges = []
-    for i, j in ij:
-        for di, dj in ((1, 0), (0, 1), (1, 1)):
-            if (i + di, j + dj) in index:
-                edges.append((index[(i, j)], index[(i + di, j + dj)]))
-        if (i - 1, j + 1) in index:
-            edges.append((index[(i, j)], index[(i - 1, j + 1)]))
-    return ms.from_arrays(pos, 0.2, fixed=fixed, springs=np.array(edges), stiffness=k,
-                          gravity=[0, -9.81, 0])
+    structure = presets.bridge(width=W, height=H, spacing=1.0, cross=True, mass=0.2,
+                               stiffness=k, damping=0.0, pins="corners")
+    return ms.build_system(structure)
+
+
+def grid_structure(n, total_mass=1.0, k=2000.0, pinned="corners"):
+    """n x n hanging cloth of ``presets.cloth`` with structural and shear springs, the two
+    top corners pinned (or, with pinned="edge", the whole top edge: a curtain)."""
+    top = np.arange((n - 1) * n, n * n)
+    pins = top[[0, -1]] if pinned == "corners" else top
+    return presets.cloth(n, n, spacing=1.0 / (n - 1), plane="XZ", pins=pins,
+                         total_mass=total_mass, stiffness=k, shear_stiffness=k, damping=0.01)
 
 
 def grid_springs(n):
     """Structural and shear springs of an n x n grid of vertices numbered row by row."""
-    idx = np.arange(n * n).reshape(n, n)
-    return np.vstack([
-        np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
-        np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()]),
-        np.column_stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()]),
-        np.column_stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()]),
-    ])
+    structure = presets.cloth(n, n)
+    return np.vstack([structure.edges, structure.shear_pairs])
 
 
 def grid(n, total_mass=1.0, k=2000.0, pinned="corners"):
-    """n x n cloth: structural and shear springs, the two top corners pinned (or, with
-    pinned="edge", the whole top edge: a curtain)."""
-    x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
-    pos = np.column_stack([x.ravel(), np.zeros(n * n), y.ravel()])
-    idx = np.arange(n * n).reshape(n, n)
-    edges = grid_springs(n)
-    fixed = np.zeros(n * n, bool)
-    fixed[[idx[-1, 0], idx[-1, -1]] if pinned == "corners" else idx[-1, :]] = True
-    return ms.from_arrays(pos, total_mass / (n * n), fixed=fixed, springs=edges,
-                          stiffness=k, damping=0.01, gravity=[0, 0, -9.81])
+    """The system of `grid_structure`."""
+    return ms.build_system(grid_structure(n, total_mass, k, pinned))
 
 
 def ms_per_step(make, h, steps, per_call=1, repeats=3):

@@ -1,6 +1,7 @@
 """Scene builders for the seeds' structures, shared by the demo and the example scenes.
 
-Every structure goes through the path a user takes: a mesh object whose vertices are the
+The geometry comes from ``mass_spring.presets``; `structure_object` turns a
+``mass_spring.Structure`` into what a user would make: a mesh object whose vertices are the
 masses, a vertex group of pinned vertices, boolean edge attributes ``ms_rigid`` (distance
 constraint) and ``ms_rope`` (tension-only link), and the per-object settings
 ``obj.mass_spring`` of the add-on (which must be registered before a builder runs).
@@ -14,17 +15,22 @@ facing a camera that looks along +Y.
     ...bake...
     scenes.add_edge_visuals(chain)             # after the bake: tubes and balls for renders
 
-One function per structure; `STRUCTURES` maps their names to them.
+One function per structure (a preset plus its Blender settings); `STRUCTURES` maps their
+names to them.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from typing import Iterable, Sequence
+import sys
 
 import bpy
+import mass_spring
 import numpy as np
+from mass_spring import presets
 
+ADDON_NAME = "mass_spring_baker"
 PIN_GROUP = "pin"
 MASS_GROUP = "mass"
 VISUALS_MODIFIER = "MS Edge Visuals"
@@ -64,231 +70,84 @@ def configure(obj, **settings):
     return obj
 
 
-def make_structure(name: str, vertices, edges, *, rigid=(), rope=(), pins=(),
-                   mass_weights=None, location=(0.0, 0.0, 0.0), collection=None):
-    """Create a mesh object of loose edges: the common part of every builder.
-
-    `vertices` are local coordinates (the object sits at `location`), `edges` pairs of
-    vertex indices. `rigid` and `rope` are sets of edges (as pairs, either order) to mark;
-    `pins` the vertex indices put into the pin group. Edges between two pinned vertices are
-    dropped: they could not move anyway and would only make the system singular.
-    `mass_weights` (per vertex, 0..1) becomes the vertex group "mass".
-    """
-    pins = sorted(set(int(i) for i in pins))
-    pinned = set(pins)
-    seen, kept = set(), []
-    for a, b in edges:
-        a, b = int(a), int(b)
-        key = (min(a, b), max(a, b))
-        if a == b or key in seen or (a in pinned and b in pinned):
-            continue
-        seen.add(key)
-        kept.append(key)
-    rigid = {(min(a, b), max(a, b)) for a, b in rigid}
-    rope = {(min(a, b), max(a, b)) for a, b in rope}
-
-    mesh = bpy.data.meshes.new(name)
-    mesh.from_pydata([tuple(map(float, v)) for v in vertices], kept, [])
-    mesh.update()
-    for attr_name, marked in (("ms_rigid", rigid), ("ms_rope", rope)):
-        if marked:
-            values = np.array([e in marked for e in kept], dtype=bool)
-            attr = mesh.attributes.new(attr_name, "BOOLEAN", "EDGE")
-            attr.data.foreach_set("value", values)
-
-    obj = bpy.data.objects.new(name, mesh)
-    obj.location = location
-    (collection or bpy.context.scene.collection).objects.link(obj)
-    group = obj.vertex_groups.new(name=PIN_GROUP)
-    if pins:
-        group.add(pins, 1.0, "REPLACE")
-    if mass_weights is not None:
-        mgroup = obj.vertex_groups.new(name=MASS_GROUP)
-        for i, w in enumerate(mass_weights):
-            mgroup.add([i], float(w), "REPLACE")
-    return obj
+def structure_object(name: str, structure, *, location=(0.0, 0.0, 0.0), collection=None):
+    """A mesh object of a ``mass_spring.Structure``, enabled and ready to bake: the add-on's
+    own ``add_menu.structure_object`` (the Add menu's), with the groups "pin" and "mass"."""
+    return _addon_module("add_menu").structure_object(
+        name, structure, location=location, collection=collection, pin_group=PIN_GROUP,
+        mass_group=MASS_GROUP)
 
 
-def _polar_xz(length, angle_deg, origin=(0.0, 0.0, 0.0)):
-    """Point at `length` from `origin`, `angle_deg` from straight down, in the XZ plane."""
-    a = math.radians(angle_deg)
-    return (origin[0] + length * math.sin(a), origin[1], origin[2] - length * math.cos(a))
+def _addon_module(name: str):
+    """A module of the registered add-on (from the repo or installed as an extension)."""
+    packages = [p for p in sys.modules if p == ADDON_NAME or p.endswith("." + ADDON_NAME)]
+    if not packages or not hasattr(bpy.types.Object, "mass_spring"):
+        raise RuntimeError("the Mass-Spring Baker add-on is not registered: register it "
+                           "before building scenes")
+    return importlib.import_module(f"{packages[0]}.{name}")
 
 
 # ----------------------------------------------------------------------------- structures
 
 def hanging_chain(name="Chain", *, n=10, spacing=0.2, angle=0.0, mass=0.05, stiffness=400.0,
                   damping=0.0, location=(0.0, 0.0, 3.0), collection=None, **settings):
-    """Masses in a row under a fix, joined by springs (the seeds' first example).
-
-    Vertex 0 is the pinned top at the object origin, vertices 1..n the masses, `spacing`
-    apart (the springs' rest length), in a straight line `angle` degrees from straight down.
-    `mass` is the mass of each vertex (total_mass = mass * (n + 1), spread evenly).
-    """
-    verts = [_polar_xz(i * spacing, angle) for i in range(n + 1)]
-    edges = [(i, i + 1) for i in range(n)]
-    obj = make_structure(name, verts, edges, pins=[0], location=location, collection=collection)
-    return configure(obj, pin_group=PIN_GROUP, total_mass=mass * (n + 1),
-                     stiffness=stiffness, damping=damping, **settings)
+    """``presets.chain``: masses in a row under a pin, joined by springs; `mass` per vertex."""
+    structure = presets.chain(n=n, spacing=spacing, angle=angle, mass=mass,
+                              stiffness=stiffness, damping=damping)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, **settings)
 
 
 def bridge(name="Bridge", *, width=13, height=2, spacing=0.25, cross=True, mass=0.05,
            stiffness=3000.0, damping=0.5, location=(0.0, 0.0, 2.0), collection=None, **settings):
-    """A `width` x `height` lattice with horizontal, vertical and diagonal springs, fixed at
-    both ends (the whole first and last columns are pinned).
-
-    Vertex (i, j) (column i from the left, row j from the top) has index j * width + i.
-    `cross` adds the second diagonal of each cell.
-    """
-    W, H = int(width), int(height)
-    if W < 3 or H < 1:
-        raise ValueError("bridge needs width >= 3 and height >= 1")
-    idx = lambda i, j: j * W + i  # noqa: E731
-    verts = [(i * spacing, 0.0, -j * spacing) for j in range(H) for i in range(W)]
-    edges = []
-    for j in range(H):
-        for i in range(W):
-            if i + 1 < W:
-                edges.append((idx(i, j), idx(i + 1, j)))
-            if j + 1 < H:
-                edges.append((idx(i, j), idx(i, j + 1)))
-            if i + 1 < W and j + 1 < H:
-                edges.append((idx(i, j), idx(i + 1, j + 1)))
-                if cross:
-                    edges.append((idx(i + 1, j), idx(i, j + 1)))
-    pins = [idx(i, j) for j in range(H) for i in (0, W - 1)]
-    obj = make_structure(name, verts, edges, pins=pins, location=location, collection=collection)
-    return configure(obj, pin_group=PIN_GROUP, total_mass=mass * W * H,
-                     stiffness=stiffness, damping=damping, **settings)
+    """``presets.bridge``: a lattice fixed at both ends; vertex (i, j) has index j*width + i."""
+    structure = presets.bridge(width=width, height=height, spacing=spacing, cross=cross,
+                               mass=mass, stiffness=stiffness, damping=damping)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, **settings)
 
 
 def rigid_pendulum(name="Pendulum", *, length=1.5, angle=90.0, mass=1.0,
                    location=(0.0, 0.0, 3.0), collection=None, **settings):
-    """One rigid rod (distance constraint) from a fix at the origin to a mass, released
-    from rest `angle` degrees from straight down."""
-    verts = [(0.0, 0.0, 0.0), _polar_xz(length, angle)]
-    obj = make_structure(name, verts, [(0, 1)], rigid=[(0, 1)], pins=[0],
-                         location=location, collection=collection)
-    return configure(obj, pin_group=PIN_GROUP, total_mass=2.0 * mass, stiffness=0.0, **settings)
+    """``presets.pendulum``: one rod from a pin to a mass, released from rest."""
+    structure = presets.pendulum(length=length, angle=angle, mass=mass)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, **settings)
 
 
 def double_pendulum(name="Double Pendulum", *, lengths=(0.8, 0.8), angles=(120.0, 150.0),
                     mass=1.0, location=(0.0, 0.0, 3.0), collection=None, **settings):
-    """Two rods in series from a fix: chaotic motion. Angles from straight down."""
-    p1 = _polar_xz(lengths[0], angles[0])
-    p2 = _polar_xz(lengths[1], angles[1], origin=p1)
-    verts = [(0.0, 0.0, 0.0), p1, p2]
-    edges = [(0, 1), (1, 2)]
-    obj = make_structure(name, verts, edges, rigid=edges, pins=[0],
-                         location=location, collection=collection)
-    return configure(obj, pin_group=PIN_GROUP, total_mass=3.0 * mass, stiffness=0.0, **settings)
+    """``presets.double_pendulum``: two rods in series from a pin, chaotic motion."""
+    structure = presets.double_pendulum(lengths=lengths, angles=angles, mass=mass)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, **settings)
 
 
 def spinning_ring(name="Spinning Ring", *, n=16, radius=0.8, spin=6.0, hub=True, mass=0.05,
                   stiffness=800.0, damping=0.0, location=(0.0, 0.0, 1.8), collection=None,
                   **settings):
-    """The seeds' "Kreisel": a ring of `n` masses joined by springs, spinning at `spin`
-    rad/s about the Y axis through its centre (the object origin).
-
-    With `hub`, a pinned centre vertex (the last one) holds the ring by spoke springs, like
-    a wheel on an axle; without it the ring flies free (use with use_gravity=False).
-    """
-    verts = [(radius * math.cos(2 * math.pi * i / n), 0.0, radius * math.sin(2 * math.pi * i / n))
-             for i in range(n)]
-    edges = [(i, (i + 1) % n) for i in range(n)]
-    edges += [(i, (i + 2) % n) for i in range(n)]  # second neighbours: the rim resists bending
-    pins = []
-    if hub:
-        verts.append((0.0, 0.0, 0.0))
-        edges += [(i, n) for i in range(n)]
-        pins = [n]
-    obj = make_structure(name, verts, edges, pins=pins, location=location, collection=collection)
+    """``presets.spinning_ring`` (the seeds' "Kreisel"), spinning at `spin` rad/s about the
+    Y axis through the object origin; without `hub` use it with use_gravity=False."""
+    structure = presets.spinning_ring(n=n, radius=radius, spin=spin, hub=hub, mass=mass,
+                                      stiffness=stiffness, damping=damping)
+    obj = structure_object(name, structure, location=location, collection=collection)
     settings.setdefault("initial_angular_velocity", (0.0, spin, 0.0))
-    return configure(obj, pin_group=PIN_GROUP, total_mass=mass * len(verts),
-                     stiffness=stiffness, damping=damping, **settings)
+    return configure(obj, **settings)
 
 
 def crane(name="Crane", *, levels=6, level_height=0.45, side=0.4, jib_segments=5,
           jib_spacing=0.4, jib_height=0.35, rope_segments=4, rope_length=1.2, rope_angle=30.0, mass=0.05,
           load_mass=1.0, stiffness=20000.0, damping=2.0, location=(0.0, 0.0, 0.0),
           collection=None, **settings):
-    """A tower crane: a truss of rigid rods (the tower's corner posts and rings, the jib's
-    chords and rungs) braced by stiff diagonal springs, with a load hanging on a rope from
-    the jib tip, released `rope_angle` degrees from vertical so it swings.
-
-    The tower's four base vertices are pinned. Masses are weighted by the vertex group
-    "mass": every vertex weighs `mass`, the load `load_mass`.
-    """
-    a, h = side / 2.0, level_height
-    verts, edges, rigid, rope = [], [], [], []
-
-    def vert(p):
-        verts.append(tuple(p))
-        return len(verts) - 1
-
-    corners = [(-a, -a), (a, -a), (a, a), (-a, a)]
-    tower = [[vert((x, y, k * h)) for (x, y) in corners] for k in range(levels + 1)]
-    for k in range(levels + 1):
-        ring = tower[k]
-        for c in range(4):
-            if k > 0:
-                rigid.append((ring[c], ring[(c + 1) % 4]))                  # ring
-                rigid.append((tower[k - 1][c], ring[c]))                    # corner post
-                edges.append((tower[k - 1][c], ring[(c + 1) % 4]))          # face diagonal
-        if k > 0 and k % 2 == 0:
-            edges.append((ring[0], ring[2]))                                # plan diagonal
-    top = tower[-1]
-    z_top = levels * h
-
-    # Jib: a triangular truss along +X from the tower top: two lower chords (y = -a, +a),
-    # one upper chord (y = 0) above them. The rods of each cross-section triangle and the
-    # chords are rigid, the face diagonals springs (rods alone would fold at every station).
-    jib_lo, jib_hi, jib_up = [top[1]], [top[2]], []
-    for j in range(jib_segments + 1):
-        x = a + j * jib_spacing
-        if j > 0:
-            jib_lo.append(vert((x, -a, z_top)))
-            jib_hi.append(vert((x, a, z_top)))
-            rigid += [(jib_lo[j - 1], jib_lo[j]), (jib_hi[j - 1], jib_hi[j]), (jib_lo[j], jib_hi[j])]
-        jib_up.append(vert((x, 0.0, z_top + jib_height * (1.0 - 0.5 * j / jib_segments))))
-        rigid += [(jib_up[j], jib_lo[j]), (jib_up[j], jib_hi[j])]
-        if j > 0:
-            rigid.append((jib_up[j - 1], jib_up[j]))
-            edges += [(jib_lo[j - 1], jib_hi[j]), (jib_lo[j - 1], jib_up[j]),
-                      (jib_hi[j - 1], jib_up[j])]
-    # Mast above the tower holding the jib up with tie springs.
-    mast = vert((0.0, 0.0, z_top + 0.9))
-    for c in top:
-        rigid.append((c, mast))
-    for j in (0, jib_segments // 2, jib_segments):
-        edges.append((mast, jib_up[j]))
-    # Counter-jib stub on the other side, tied to the mast.
-    back = [vert((-a - 0.5, -a, z_top)), vert((-a - 0.5, a, z_top))]
-    rigid += [(top[0], back[0]), (top[3], back[1]), (back[0], back[1])]
-    edges += [(top[3], back[0]), (mast, back[0]), (mast, back[1])]
-
-    # Rope from a hook ahead of the jib's last rung (not on the rung: three rods in a
-    # straight line would make one constraint redundant and the system singular).
-    tip = vert((a + (jib_segments + 0.5) * jib_spacing, 0.0, z_top))
-    rigid += [(tip, jib_lo[-1]), (tip, jib_hi[-1]), (tip, jib_up[-1])]
-    prev = tip
-    seg = rope_length / rope_segments
-    for r in range(1, rope_segments + 1):
-        p = _polar_xz(r * seg, rope_angle, origin=verts[tip])
-        cur = vert(p)
-        rope.append((prev, cur))
-        prev = cur
-    load = prev
-
-    edges += rigid + rope
-    weights = [mass] * len(verts)
-    weights[load] = load_mass
-    top_weight = max(weights)
-    obj = make_structure(name, verts, edges, rigid=rigid, rope=rope, pins=tower[0],
-                         mass_weights=[w / top_weight for w in weights],
-                         location=location, collection=collection)
-    return configure(obj, pin_group=PIN_GROUP, mass_group=MASS_GROUP, total_mass=sum(weights),
-                     stiffness=stiffness, damping=damping, **settings)
+    """``presets.crane``: a tower crane of rods and springs with a load on a rope; masses
+    through the vertex group "mass"."""
+    structure = presets.crane(levels=levels, level_height=level_height, side=side,
+                              jib_segments=jib_segments, jib_spacing=jib_spacing,
+                              jib_height=jib_height, rope_segments=rope_segments,
+                              rope_length=rope_length, rope_angle=rope_angle, mass=mass,
+                              load_mass=load_mass, stiffness=stiffness, damping=damping)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, **settings)
 
 
 INTEGRATORS = ("EXPLICIT_EULER", "SYMPLECTIC_EULER", "RK2", "IMPLICIT_EULER", "NEWMARK",
@@ -312,11 +171,12 @@ def integrator_comparison(name="Spring", *, length=1.0, amplitude=0.4, mass=1.0,
         loc = (location[0], location[1], location[2] - row * gap)
         # The rest length is the edge's length in the base mesh, so the spring starts
         # relaxed and the mass gets the velocity that swings it out by `amplitude`.
-        verts = [(0.0, 0.0, 0.0), (length, 0.0, 0.0)]
-        obj = make_structure(f"{name} {INTEGRATOR_LABELS[integrator]}", verts, [(0, 1)], pins=[0],
-                             location=loc, collection=collection)
+        spring = mass_spring.Structure(positions=[(0.0, 0.0, 0.0), (length, 0.0, 0.0)],
+                                       edges=[(0, 1)], pinned=[True, False])
+        obj = structure_object(f"{name} {INTEGRATOR_LABELS[integrator]}", spring,
+                               location=loc, collection=collection)
         # No dashpot by default: it would hide the integrators' own energy behaviour.
-        configure(obj, pin_group=PIN_GROUP, total_mass=2.0 * mass, stiffness=k, damping=damping,
+        configure(obj, total_mass=2.0 * mass, stiffness=k, damping=damping,
                   use_gravity=False, integrator=integrator, rho_inf=rho_inf, substeps=substeps,
                   initial_velocity=(amplitude * omega, 0.0, 0.0), **settings)
         objs.append(obj)

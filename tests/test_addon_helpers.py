@@ -52,11 +52,11 @@ def make_mesh_object(name, vertices, edges=(), faces=(), location=(0.0, 0.0, 0.0
 
 
 def make_grid(name="Grid", nx=5, ny=4, spacing=0.25, location=(0.0, 0.0, 1.0)):
-    """nx×ny vertices in the XY plane with quad faces; vertex index = j*nx + i."""
-    vertices = [(i * spacing, j * spacing, 0.0) for j in range(ny) for i in range(nx)]
-    faces = [(j * nx + i, j * nx + i + 1, (j + 1) * nx + i + 1, (j + 1) * nx + i)
-             for j in range(ny - 1) for i in range(nx - 1)]
-    return make_mesh_object(name, vertices, faces=faces, location=location)
+    """``presets.cloth``: nx×ny vertices in the XY plane with quad faces (edges in
+    Blender's order); vertex index = j*nx + i."""
+    from mass_spring import presets
+    cloth = presets.cloth(nx, ny, spacing=spacing)
+    return make_mesh_object(name, cloth.positions, faces=cloth.faces, location=location)
 
 
 def pin(obj, indices, group="Pins"):

@@ -85,10 +85,10 @@ scene = bpy.context.scene
 scene.frame_start, scene.frame_end = 1, 30
 
 def grid(name, x0, output):
-    nx, ny = 5, 4
-    verts = [(i * 0.25, j * 0.25, 0.0) for j in range(ny) for i in range(nx)]
-    faces = [(j*nx+i, j*nx+i+1, (j+1)*nx+i+1, (j+1)*nx+i) for j in range(ny-1) for i in range(nx-1)]
-    me = bpy.data.meshes.new(name); me.from_pydata(verts, [], faces); me.update()
+    from mass_spring import presets
+    cloth = presets.cloth(5, 4, spacing=0.25)
+    me = bpy.data.meshes.new(name)
+    me.from_pydata(cloth.positions.tolist(), [], cloth.faces.tolist()); me.update()
     ob = bpy.data.objects.new(name, me); scene.collection.objects.link(ob)
     ob.location = (x0, 0, 1)
     ob.keyframe_insert("location", frame=1)

@@ -5,28 +5,19 @@ import numpy as np
 import pytest
 
 import mass_spring as ms
+from mass_spring import presets
 
 
 def bridge(integrator="generalized_alpha"):
-    """The seeds' braced bridge with a rigid rod added: springs, dampers and a constraint."""
-    W, H = 8, 3
-    mss = ms.MassSpringSystem3d()
-    mss.gravity = [0, -9.81, 0]
-    nodes = [[None] * W for _ in range(H)]
-    for j in range(H):
-        for i in range(W):
-            fixed = j == 0 and i in (0, W - 1)
-            nodes[j][i] = mss.add(ms.Fix([i, -j, 0]) if fixed else ms.Mass(0.2, [i, -j, 0]))
-    for j in range(H):
-        for i in range(W):
-            if i + 1 < W:
-                mss.add(ms.Spring(1.0, 1000.0, (nodes[j][i], nodes[j][i + 1]), damping=0.5))
-            if j + 1 < H:
-                mss.add(ms.Spring(1.0, 1000.0, (nodes[j][i], nodes[j + 1][i])))
-            if i + 1 < W and j + 1 < H:
-                mss.add(ms.Spring(2 ** 0.5, 1000.0, (nodes[j][i], nodes[j + 1][i + 1])))
-    mss.add(ms.DistanceConstraint(1.0, (nodes[2][3], nodes[2][4])))
-    mss.masses[5].vel = [0, 0, 1.0]
+    """The seeds' braced bridge (8 × 3, one diagonal per cell, fixed at its two top ends)
+    with dampers on the springs, one rod in the bottom row and a mass kicked out of its
+    plane."""
+    s = presets.bridge(width=8, height=3, spacing=1.0, cross=False, mass=0.2,
+                       stiffness=1000.0, damping=0.5, pins="corners")
+    s.rigid[np.flatnonzero((s.edges == [19, 20]).all(axis=1))] = True
+    s.velocities = np.zeros_like(s.positions)
+    s.velocities[6] = [0.0, 1.0, 0.0]
+    mss = ms.build_system(s)
     mss.set_integrator(integrator)
     return mss
 

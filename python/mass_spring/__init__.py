@@ -157,3 +157,10 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
 # The array API is also reachable from the classes, as documented.
 MassSpringSystem2d.from_arrays = staticmethod(from_arrays)
 MassSpringSystem3d.from_arrays = staticmethod(from_arrays)
+
+
+# Structures (vertices, edges, marks) and the one function that turns them into systems.
+from . import presets  # noqa: E402
+from .structure import Structure, between_pins, build_system, quad_diagonals  # noqa: E402
+
+__all__ += ["Structure", "between_pins", "build_system", "presets", "quad_diagonals"]

@@ -1,0 +1,214 @@
+"""Add ▸ Mesh ▸ Mass–Spring: the seeds' structures as mesh objects, ready to bake.
+
+The geometry comes from ``mass_spring.presets``; :func:`structure_object` turns any
+``mass_spring.Structure`` into a mesh object with the pin group, the ``ms_rigid`` /
+``ms_rope`` edge marks and ``obj.mass_spring`` set (scripts/scenes.py uses it too).
+"""
+
+import bpy
+import numpy as np
+from bpy.props import EnumProperty, FloatProperty, IntProperty, StringProperty
+
+from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
+from .simulation import import_core
+
+PIN_GROUP = "pin"
+MASS_GROUP = "mass"
+
+
+def structure_object(name, structure, *, location=(0.0, 0.0, 0.0), collection=None,
+                     pin_group=PIN_GROUP, mass_group=MASS_GROUP):
+    """A mesh object of `structure`, enabled for the bake, linked to `collection` (the
+    scene's by default).
+
+    The vertices sit in object space (the object at `location`); the mesh has the
+    structure's edges in their order, then any other edges of its faces. Pinned vertices go
+    into the vertex group `pin_group`, rigid and rope edges get the edge marks; per-vertex
+    masses become the vertex group `mass_group` (weights relative to the heaviest vertex).
+    Stiffness, shear stiffness and damping go to ``obj.mass_spring``.
+    """
+    s = structure
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(s.positions.tolist(), s.edges.tolist(),
+                     [tuple(map(int, f)) for f in s.faces])
+    mesh.update()
+    for attribute, marked in ((RIGID_ATTRIBUTE, s.rigid), (ROPE_ATTRIBUTE, s.rope)):
+        if marked.any():
+            values = np.zeros(len(mesh.edges), dtype=bool)
+            values[:len(marked)] = marked  # the structure's edges come first, in order
+            mesh.attributes.new(attribute, 'BOOLEAN', 'EDGE').data.foreach_set("value", values)
+
+    obj = bpy.data.objects.new(name, mesh)
+    obj.location = location
+    (collection or bpy.context.scene.collection).objects.link(obj)
+    pins = np.flatnonzero(s.pinned).tolist()
+    group = obj.vertex_groups.new(name=pin_group)
+    if pins:
+        group.add(pins, 1.0, 'REPLACE')
+    settings = obj.mass_spring
+    settings.enabled = True
+    settings.pin_group = pin_group
+    settings.total_mass = s.total_mass
+    if s.masses is not None:
+        weights = obj.vertex_groups.new(name=mass_group)
+        heaviest = float(s.masses.max())
+        for i, m in enumerate(s.masses.tolist()):
+            weights.add([i], m / heaviest, 'REPLACE')
+        settings.mass_group = mass_group
+        settings.total_mass = sum(s.masses.tolist())
+    settings.stiffness = s.stiffness
+    settings.shear_stiffness = s.shear_stiffness
+    settings.damping = s.damping
+    return obj
+
+
+# Preset → (menu label, the redo panel's settings it uses, their defaults).
+PRESETS = {
+    'CHAIN': ("Chain", dict(count=10, size=2.0, angle=0.0, mass=0.05, stiffness=400.0,
+                            damping=0.0)),
+    'PENDULUM': ("Pendulum", dict(size=1.5, angle=90.0, mass=1.0)),
+    'DOUBLE_PENDULUM': ("Double Pendulum", dict(size=0.8, angle=120.0, mass=1.0)),
+    'BRIDGE': ("Bridge", dict(count=13, rows=2, size=3.0, mass=0.05, stiffness=3000.0,
+                              damping=0.5)),
+    'SPINNING_TOP': ("Spinning Top", dict(count=16, size=0.8, spin=6.0, mass=0.05,
+                                          stiffness=800.0, damping=0.0)),
+    'CRANE': ("Crane", dict(count=6, mass=0.05, stiffness=20000.0, damping=2.0)),
+    'CLOTH': ("Cloth", dict(count=10, rows=10, size=1.0, mass=0.01, stiffness=1000.0,
+                            damping=0.01)),
+}
+
+LABELS = {
+    'CHAIN': dict(count="Masses", size="Length", angle="Angle"),
+    'PENDULUM': dict(size="Length", angle="Angle"),
+    'DOUBLE_PENDULUM': dict(size="Rod Length", angle="Angle"),
+    'BRIDGE': dict(count="Columns", rows="Rows", size="Span"),
+    'SPINNING_TOP': dict(count="Masses", size="Radius", spin="Spin"),
+    'CRANE': dict(count="Levels"),
+    'CLOTH': dict(count="Columns", rows="Rows", size="Width"),
+}
+
+
+def preset_structure(preset: str, p: dict):
+    """The ``mass_spring.Structure`` of `preset` with the redo panel's values `p`."""
+    presets = import_core().presets
+    if preset == 'CHAIN':
+        return presets.chain(n=p["count"], spacing=p["size"] / p["count"], angle=p["angle"],
+                             mass=p["mass"], stiffness=p["stiffness"], damping=p["damping"])
+    if preset == 'PENDULUM':
+        return presets.pendulum(length=p["size"], angle=p["angle"], mass=p["mass"])
+    if preset == 'DOUBLE_PENDULUM':
+        return presets.double_pendulum(lengths=(p["size"], p["size"]),
+                                       angles=(p["angle"], p["angle"] + 30.0), mass=p["mass"])
+    if preset == 'BRIDGE':
+        return presets.bridge(width=p["count"], height=p["rows"],
+                              spacing=p["size"] / (p["count"] - 1), mass=p["mass"],
+                              stiffness=p["stiffness"], damping=p["damping"])
+    if preset == 'SPINNING_TOP':
+        return presets.spinning_ring(n=p["count"], radius=p["size"], spin=p["spin"],
+                                     mass=p["mass"], stiffness=p["stiffness"],
+                                     damping=p["damping"])
+    if preset == 'CRANE':
+        return presets.crane(levels=p["count"], mass=p["mass"], stiffness=p["stiffness"],
+                             damping=p["damping"])
+    if preset == 'CLOTH':
+        nx, ny = p["count"], p["rows"]
+        return presets.cloth(nx, ny, spacing=p["size"] / (nx - 1), pins=[0, nx - 1],
+                             total_mass=p["mass"] * nx * ny, stiffness=p["stiffness"],
+                             shear_stiffness=p["stiffness"], damping=p["damping"])
+    raise ValueError(f"unknown preset {preset!r}")
+
+
+class OBJECT_OT_mass_spring_add(bpy.types.Operator):
+    """Add one of the seeds' mass–spring structures at the 3D cursor, ready to bake"""
+    bl_idname = "object.mass_spring_add"
+    bl_label = "Add Mass–Spring Structure"
+    bl_options = {'REGISTER', 'UNDO'}
+
+    preset: EnumProperty(
+        name="Structure",
+        items=[(key, label, f"Add a {label.lower()}") for key, (label, _) in PRESETS.items()],
+        default='CHAIN',
+    )
+    # The preset whose defaults the panel shows: a new preset resets the values below.
+    # None of them is remembered between calls (SKIP_SAVE): each preset starts from its own.
+    shown_preset: StringProperty(options={'HIDDEN', 'SKIP_SAVE'})
+    count: IntProperty(name="Count", min=1, soft_max=200, default=10, options={'SKIP_SAVE'})
+    rows: IntProperty(name="Rows", min=1, soft_max=200, default=2, options={'SKIP_SAVE'})
+    size: FloatProperty(name="Size", min=0.01, soft_max=100.0, default=1.0, unit='LENGTH',
+                        options={'SKIP_SAVE'})
+    angle: FloatProperty(name="Angle", description="Degrees from straight down",
+                         min=-360.0, max=360.0, default=0.0, options={'SKIP_SAVE'})
+    spin: FloatProperty(name="Spin", description="Angular velocity about Y (rad/s)",
+                        soft_min=-100.0, soft_max=100.0, default=6.0, options={'SKIP_SAVE'})
+    mass: FloatProperty(name="Mass per Vertex", min=1e-6, soft_max=100.0, default=0.05,
+                        unit='MASS', options={'SKIP_SAVE'})
+    stiffness: FloatProperty(name="Stiffness", description="Spring stiffness (N/m)",
+                             min=0.0, soft_max=1e6, default=400.0, options={'SKIP_SAVE'})
+    damping: FloatProperty(name="Damping", description="Spring damping (N·s/m)",
+                           min=0.0, soft_max=1000.0, default=0.0, options={'SKIP_SAVE'})
+
+    def values(self) -> dict:
+        return {name: getattr(self, name) for name in PRESETS[self.preset][1]}
+
+    def execute(self, context):
+        label, defaults = PRESETS[self.preset]
+        if self.shown_preset != self.preset:
+            # The preset's defaults, except for values a script passed to the first call.
+            first = not self.shown_preset
+            for name, value in defaults.items():
+                if not (first and self.properties.is_property_set(name)):
+                    setattr(self, name, value)
+            self.shown_preset = self.preset
+        try:
+            structure = preset_structure(self.preset, self.values())
+        except ValueError as ex:
+            self.report({'ERROR'}, str(ex))
+            return {'CANCELLED'}
+        for obj in context.selected_objects:
+            obj.select_set(False)
+        obj = structure_object(label, structure, location=context.scene.cursor.location.copy(),
+                               collection=context.collection)
+        if self.preset == 'SPINNING_TOP':
+            obj.mass_spring.initial_angular_velocity = (0.0, self.spin, 0.0)
+        obj.select_set(True)
+        context.view_layer.objects.active = obj
+        return {'FINISHED'}
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        layout.prop(self, "preset")
+        labels = LABELS[self.preset]
+        for name in PRESETS[self.preset][1]:
+            if name in labels:
+                layout.prop(self, name, text=labels[name])
+            else:
+                layout.prop(self, name)
+
+
+class VIEW3D_MT_mass_spring_add(bpy.types.Menu):
+    bl_idname = "VIEW3D_MT_mass_spring_add"
+    bl_label = "Mass–Spring"
+
+    def draw(self, context):
+        for key, (label, _) in PRESETS.items():
+            self.layout.operator(OBJECT_OT_mass_spring_add.bl_idname, text=label).preset = key
+
+
+def _menu_entry(self, context):
+    self.layout.menu(VIEW3D_MT_mass_spring_add.bl_idname)
+
+
+classes = (OBJECT_OT_mass_spring_add, VIEW3D_MT_mass_spring_add)
+
+
+def register():
+    for cls in classes:
+        bpy.utils.register_class(cls)
+    bpy.types.VIEW3D_MT_mesh_add.append(_menu_entry)
+
+
+def unregister():
+    bpy.types.VIEW3D_MT_mesh_add.remove(_menu_entry)
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,227 @@
+"""Structure → system (mass_spring.structure) and the seeds' structures (mass_spring.presets),
+without Blender."""
+import math
+
+import numpy as np
+import pytest
+
+import mass_spring as ms
+from mass_spring import presets
+
+
+def kite():
+    """Five vertices, hand-counted: 0 and 1 pinned; edges 0-1 (between pins), 1-2 spring,
+    2-3 rod, 3-4 rope, 1-3 spring of scale 2, 0-4 rod."""
+    positions = [[0, 0, 0], [1, 0, 0], [1, 0, -1], [0, 0, -2], [0, 0, -1]]
+    edges = [[0, 1], [1, 2], [2, 3], [3, 4], [1, 3], [0, 4]]
+    return ms.Structure(positions=positions, edges=edges,
+                        pinned=[True, True, False, False, False],
+                        rigid=[True, False, True, False, False, True],
+                        rope=[False, False, False, True, False, False],
+                        stiffness_scale=[1, 1, 1, 1, 2, 1], masses=[9, 9, 1, 2, 3],
+                        stiffness=100.0, damping=0.5)
+
+
+def test_edges_become_springs_rods_and_ropes():
+    s = kite()
+    mss = ms.build_system(s)
+    # 0-1 dropped (both pinned); springs 1-2, 3-4 (rope), 1-3; rods 2-3, 0-4
+    assert len(mss.masses) == 3 and len(mss.fixes) == 2
+    assert [sp.is_chain for sp in mss.springs] == [False, True, False]
+    assert [sp.stiffness for sp in mss.springs] == [100.0, 100.0, 200.0]
+    assert [sp.damping for sp in mss.springs] == [0.5, 0.5, 0.5]
+    np.testing.assert_allclose([sp.length for sp in mss.springs], [1.0, 1.0, math.sqrt(5)],
+                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose([c.length for c in mss.constraints], [math.sqrt(2), 1.0],
+                               rtol=0, atol=1e-15)
+    assert [m.mass for m in mss.masses] == [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(mss.fixed_vertices, [0, 1])
+
+
+def test_edges_between_pins_are_dropped():
+    s = kite()
+    np.testing.assert_array_equal(ms.between_pins(s.edges, s.pinned),
+                                  [True, False, False, False, False, False])
+    np.testing.assert_array_equal(s.spring_edges(), [False, True, False, True, True, False])
+    np.testing.assert_array_equal(s.rod_edges(), [False, False, True, False, False, True])
+    # a rod between two pins would make the system singular: it must not reach the core
+    s.rigid[0] = True
+    assert len(ms.build_system(s).constraints) == 2
+
+
+def test_shear_pairs_are_springs_only_with_shear_stiffness():
+    s = presets.cloth(3, 2, spacing=1.0, pins=[0, 1, 2], stiffness=10.0, shear_stiffness=0.0)
+    # 2 faces, 4 diagonals; 7 edges, 2 of them between the pinned first row
+    assert len(ms.build_system(s).springs) == 5
+    s.shear_stiffness = 3.0
+    springs = ms.build_system(s).springs
+    assert len(springs) == 9
+    assert [sp.stiffness for sp in springs] == [10.0] * 5 + [3.0] * 4
+    np.testing.assert_allclose([sp.length for sp in springs][5:], [math.sqrt(2)] * 4)
+
+
+def test_quad_diagonals_of_a_grid():
+    s = presets.cloth(3, 3, spacing=1.0)
+    # vertex (i, j) = 3j + i; faces (a, a+1, a+4, a+3) for a = 0, 1, 3, 4
+    np.testing.assert_array_equal(s.faces, [[0, 1, 4, 3], [1, 2, 5, 4], [3, 4, 7, 6],
+                                            [4, 5, 8, 7]])
+    np.testing.assert_array_equal(ms.quad_diagonals(s.faces), [
+        [0, 4], [1, 5], [3, 7], [4, 8],      # first diagonals
+        [1, 3], [2, 4], [4, 6], [5, 7]])     # second diagonals
+    np.testing.assert_array_equal(s.shear_pairs, ms.quad_diagonals(s.faces))
+    # triangles and n-gons have no quad diagonals; a list of faces works like an array
+    np.testing.assert_array_equal(
+        ms.quad_diagonals([(0, 1, 2), (0, 1, 2, 3), (0, 1, 2, 3, 4)]), [[0, 2], [1, 3]])
+    assert ms.quad_diagonals([]).shape == (0, 2)
+
+
+def test_a_structure_simulates_bit_for_bit_like_the_same_arrays():
+    s = presets.cloth(6, 5, spacing=0.2, plane="XZ", pins=[24, 29], stiffness=500.0,
+                      shear_stiffness=200.0, damping=0.02, total_mass=2.0)
+    s.rigid[3] = True
+    s.rope[7] = True
+    a = ms.build_system(s)
+    springs = s.moving() & ~s.rigid
+    b = ms.from_arrays(s.positions, 2.0 / 30, fixed=[24, 29],
+                       springs=np.vstack([s.edges[springs], s.shear_pairs]),
+                       stiffness=[500.0] * int(springs.sum()) + [200.0] * len(s.shear_pairs),
+                       damping=0.02, rope=np.r_[s.rope[springs], np.zeros(len(s.shear_pairs))],
+                       constraints=s.edges[[3]], gravity=[0, 0, -9.81])
+    for mss in (a, b):
+        mss.simulate(0.5, 40)
+    assert np.abs(a.vertex_positions() - s.positions).max() > 0.01  # it moved
+    np.testing.assert_array_equal(a.vertex_positions(), b.vertex_positions())
+    np.testing.assert_array_equal(a.vertex_velocities(), b.vertex_velocities())
+
+
+def test_velocities_and_total_mass():
+    s = ms.Structure(positions=[[0, 0, 0], [1, 0, 0]], edges=[[0, 1]], total_mass=4.0,
+                     stiffness=1.0, velocities=[[0, 0, 0], [0, 2.0, 0]])
+    np.testing.assert_array_equal(s.vertex_masses(), [2.0, 2.0])
+    mss = ms.build_system(s, gravity=None)
+    np.testing.assert_array_equal(mss.vertex_velocities(), [[0, 0, 0], [0, 2.0, 0]])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(edges=[[0, 5]]), r"edge 0: vertex index \[0, 5\] out of range"),
+    (dict(shear_pairs=[[0, 1], [-1, 1]]), r"shear pair 1: vertex index"),
+    (dict(pinned=[True]), r"pinned: expected 2 flags"),
+    (dict(rigid=[True, False]), r"rigid: expected 1 flags"),
+    (dict(stiffness_scale=[1.0, 2.0]), r"stiffness_scale: expected 1 values"),
+])
+def test_bad_structures_raise_value_errors(kwargs, message):
+    args = dict(positions=[[0, 0, 0], [1, 0, 0]], edges=[[0, 1]])
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        ms.Structure(**args)
+
+
+def test_bad_values_reach_from_arrays_checks():
+    s = ms.Structure(positions=[[0, 0, 0], [1, 0, 0]], edges=[[0, 1]], masses=[1.0, -1.0])
+    with pytest.raises(ValueError, match="vertex 1: mass must be positive"):
+        ms.build_system(s)
+
+
+# ----------------------------------------------------------------------------- presets
+
+def edge_lengths(s, mask=None):
+    e = s.edges if mask is None else s.edges[mask]
+    return np.linalg.norm(s.positions[e[:, 1]] - s.positions[e[:, 0]], axis=1)
+
+
+def edge_keys(s):
+    return {(min(a, b), max(a, b)) for a, b in s.edges.tolist()}
+
+
+@pytest.mark.parametrize("name", sorted(presets.PRESETS))
+def test_every_preset_is_a_valid_structure(name):
+    s = presets.PRESETS[name]()
+    assert len(edge_keys(s)) == len(s.edges)           # no edge twice
+    assert (s.edges[:, 0] != s.edges[:, 1]).all()
+    assert not ms.between_pins(s.edges, s.pinned).any()
+    assert not (s.rigid & s.rope).any()
+    assert (edge_lengths(s) > 1e-6).all()
+    mss = ms.build_system(s)
+    mss.simulate(0.1, 5)
+    assert np.isfinite(mss.vertex_positions()).all()
+    assert mss.max_constraint_violation() < 1e-6
+
+
+def test_chain():
+    s = presets.chain(n=4, spacing=0.5, angle=90.0, mass=0.1)
+    assert (len(s.positions), len(s.edges)) == (5, 4)
+    np.testing.assert_array_equal(np.flatnonzero(s.pinned), [0])
+    np.testing.assert_allclose(edge_lengths(s), 0.5, rtol=1e-15)
+    np.testing.assert_allclose(s.positions[:, 0], [0, 0.5, 1.0, 1.5, 2.0])
+    assert s.total_mass == pytest.approx(0.5) and s.masses is None
+    assert not s.rigid.any() and not s.rope.any()
+
+
+def test_pendulums_are_rods():
+    p = presets.pendulum(length=1.5, angle=90.0)
+    assert p.rigid.tolist() == [True] and p.pinned.tolist() == [True, False]
+    np.testing.assert_allclose(edge_lengths(p), [1.5])
+    d = presets.double_pendulum(lengths=(0.8, 0.6), angles=(120.0, 150.0))
+    assert d.rigid.tolist() == [True, True] and d.pinned.tolist() == [True, False, False]
+    np.testing.assert_allclose(edge_lengths(d), [0.8, 0.6])
+    assert d.positions[1, 2] == pytest.approx(-0.8 * math.cos(math.radians(120)))
+    mss = ms.build_system(d)
+    mss.simulate(1.0, 200)
+    assert mss.max_constraint_violation() < 1e-9
+
+
+@pytest.mark.parametrize("cross, per_cell", [(True, 2), (False, 1)])
+def test_bridge(cross, per_cell):
+    W, H = 6, 3
+    s = presets.bridge(width=W, height=H, spacing=0.5, cross=cross)
+    # rows, columns (less the 2 × (H-1) between the pinned end columns), diagonals
+    assert len(s.edges) == H * (W - 1) + (W - 2) * (H - 1) + per_cell * (W - 1) * (H - 1)
+    np.testing.assert_array_equal(np.flatnonzero(s.pinned), [0, 5, 6, 11, 12, 17])
+    assert set(np.round(edge_lengths(s), 12)) == {0.5, round(0.5 * math.sqrt(2), 12)}
+    corners = presets.bridge(width=W, height=H, pins="corners")
+    np.testing.assert_array_equal(np.flatnonzero(corners.pinned), [0, W - 1])
+    assert len(corners.edges) == H * (W - 1) + W * (H - 1) + 2 * (W - 1) * (H - 1)
+
+
+def test_spinning_ring():
+    n, r, spin = 12, 0.8, 6.0
+    s = presets.spinning_ring(n=n, radius=r, spin=spin)
+    assert len(s.positions) == n + 1 and len(s.edges) == 3 * n
+    np.testing.assert_array_equal(np.flatnonzero(s.pinned), [n])
+    np.testing.assert_allclose(np.linalg.norm(s.positions[:n], axis=1), r)
+    speed = np.linalg.norm(s.velocities, axis=1)
+    np.testing.assert_allclose(speed[:n], spin * r)
+    assert speed[n] == 0
+    free = presets.spinning_ring(n=n, hub=False)
+    assert len(free.positions) == n and not free.pinned.any() and len(free.edges) == 2 * n
+
+
+def test_crane():
+    s = presets.crane(levels=4, jib_segments=3, rope_segments=4, rope_length=1.2,
+                      mass=0.05, load_mass=1.0)
+    assert s.pinned.sum() == 4 and (s.positions[s.pinned, 2] == 0).all()
+    assert s.rope.sum() == 4
+    np.testing.assert_allclose(edge_lengths(s, s.rope), 0.3)
+    assert s.masses[-1] == 1.0 and (s.masses[:-1] == 0.05).all()
+    # the rope hangs from the one vertex that also carries rods: the hook
+    hook = set(s.edges[s.rope].ravel()) & set(s.edges[s.rigid].ravel())
+    assert len(hook) == 1
+    mss = ms.build_system(s)
+    rods = s.rod_edges()
+    mss.simulate(0.2, 40)
+    p = mss.vertex_positions()
+    np.testing.assert_allclose(np.linalg.norm(p[s.edges[rods, 1]] - p[s.edges[rods, 0]], axis=1),
+                               edge_lengths(s, rods), rtol=0, atol=1e-6)
+
+
+def test_cloth():
+    s = presets.cloth(4, 3, spacing=0.5, plane="XZ", pins=[8, 11])
+    assert len(s.positions) == 12 and len(s.edges) == 3 * 3 + 4 * 2 and len(s.faces) == 6
+    np.testing.assert_allclose(s.positions[7], [1.5, 0.0, 0.5])
+    np.testing.assert_allclose(edge_lengths(s), 0.5)
+    np.testing.assert_array_equal(np.flatnonzero(s.pinned), [8, 11])
+    assert len(s.shear_pairs) == 12
+    flat = presets.cloth(4, 3, spacing=0.5)
+    np.testing.assert_allclose(flat.positions[7], [1.5, 0.5, 0.0])
+    with pytest.raises(ValueError, match="at least 2"):
+        presets.cloth(1, 3)
