@@ -6,16 +6,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_addon_helpers import require_bpy, reset_scene, submodule
+from test_addon_helpers import require_bpy, submodule
 
 PRESETS = ["CHAIN", "PENDULUM", "DOUBLE_PENDULUM", "BRIDGE", "SPINNING_TOP", "CRANE", "CLOTH"]
 CURSOR = (1.0, -2.0, 3.0)
 
 
+@pytest.fixture(autouse=True)
+def _empty_scene(scene):
+    """Every test starts from the conftest's empty factory scene."""
+
+
 def add(preset, **values):
+    """A new empty scene with the preset added at the 3D cursor: (scene, object)."""
     bpy = require_bpy()
-    scene = reset_scene()
-    scene.frame_end = 12
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 12
     scene.cursor.location = CURSOR
     assert bpy.ops.object.mass_spring_add(preset=preset, **values) == {'FINISHED'}
     obj = bpy.context.active_object
@@ -69,7 +76,6 @@ def test_values_passed_by_a_script_win_over_the_preset_defaults():
 
 def test_a_bad_value_is_reported_not_crashed():
     bpy = require_bpy()
-    reset_scene()
     with pytest.raises(RuntimeError, match="bridge needs width >= 3"):
         bpy.ops.object.mass_spring_add(preset="BRIDGE", count=2)
 
