@@ -150,11 +150,12 @@ def mesh_to_arrays(obj) -> MeshArrays:
 def validate(arrays: MeshArrays) -> None:
     """Raise BakeError for a mesh the simulation can't use, with the cure in the message.
 
-    The Blender side's only check of the arrays: ``mass_spring.from_arrays`` checks again
-    what the core needs (finite positions, positive masses of free vertices, stiffness
-    >= 0, rods of positive length), so this checks only what it doesn't, or where our
-    message names the vertex group, attribute or edge the user has to fix. Run on object
-    space positions, before the animation is sampled: a bake is refused at once.
+    The Blender side's only check of the arrays. ``mass_spring.from_arrays`` checks what
+    the core needs (finite positions, positive masses of free vertices, stiffness >= 0,
+    rods of positive length); this checks what it doesn't, and repeats a check only where
+    our message names the vertex group, attribute or edge to fix, or where a check here
+    depends on it. Run on object-space positions, before the animation is sampled, so a
+    bake is refused at once.
     """
     n = arrays.vertex_count
     if n == 0:
@@ -190,9 +191,16 @@ def validate(arrays: MeshArrays) -> None:
             f"{len(bad_mass)} free vertex(es) get no positive mass (first: vertex {i}, "
             f"mass {arrays.masses[i]:g}) because {why}: every vertex that is not pinned "
             "needs a mass > 0")
+    # The zero-length test below needs finite positions: an infinite extent would make
+    # every edge "short" (test_refuses_non_finite_position).
+    positions = arrays.local_positions
+    infinite = np.flatnonzero(~np.isfinite(positions).all(axis=1))
+    if len(infinite):
+        raise BakeError(
+            f"{len(infinite)} vertex position(s) are not finite numbers (first: vertex "
+            f"{infinite[0]}, NaN or Inf): delete those vertices or give them real coordinates")
     # The core accepts springs of zero length, but they have no direction to pull in
     # (test_refuses_zero_length_edge).
-    positions = arrays.local_positions
     lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
     extent = float(np.ptp(positions, axis=0).max()) if n > 1 else 0.0
     tiny = max(extent, 1.0) * 1e-9

@@ -621,6 +621,16 @@ def test_refuses_zero_length_edge(scene, bake):
     assert_refused(bake, scene, obj, "zero length", "edge 1", "merge by distance")
 
 
+def test_refuses_non_finite_position(scene, bake):
+    """Named as such, not as a bogus zero-length edge (NaN lengths compare false)."""
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    obj.data.vertices[4].co = (float("nan"), 0.0, 0.0)
+    with pytest.raises(bake.BakeError, match="not finite numbers.*vertex 4"):
+        bake.bake_object(scene, obj)
+    assert obj.data.shape_keys is None
+
+
 def test_refuses_all_pinned(scene, bake):
     obj = make_grid(nx=2, ny=2)
     configure(obj)
