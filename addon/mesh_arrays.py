@@ -191,8 +191,8 @@ def validate(arrays: MeshArrays) -> None:
             f"{len(bad_mass)} free vertex(es) get no positive mass (first: vertex {i}, "
             f"mass {arrays.masses[i]:g}) because {why}: every vertex that is not pinned "
             "needs a mass > 0")
-    # The zero-length test below needs finite positions: an infinite extent would make
-    # every edge "short" (test_refuses_non_finite_position).
+    # The core refuses these too, but after the animation is sampled and without a cure;
+    # the zero-length test below needs finite positions (test_refuses_non_finite_position).
     positions = arrays.local_positions
     infinite = np.flatnonzero(~np.isfinite(positions).all(axis=1))
     if len(infinite):

@@ -622,7 +622,8 @@ def test_refuses_zero_length_edge(scene, bake):
 
 
 def test_refuses_non_finite_position(scene, bake):
-    """Named as such, not as a bogus zero-length edge (NaN lengths compare false)."""
+    """Refused before the simulation, naming the vertex (NaN lengths would slip past the
+    zero-length check)."""
     obj = make_grid(nx=3, ny=3)
     configure(obj)
     obj.data.vertices[4].co = (float("nan"), 0.0, 0.0)
