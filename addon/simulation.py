@@ -239,7 +239,8 @@ class FrameSimulation:
         return self.local_positions
 
 
-def simulate_world_positions(arrays: MeshArrays, settings: SimulationSettings, matrices, frames) -> np.ndarray:
+def simulate_world_positions(arrays: MeshArrays, settings: SimulationSettings,
+                             matrices, frames) -> np.ndarray:
     """(F, N, 3) float64 world positions of the same simulation as ``FrameSimulation``,
     exactly as the core computes them (the core is deterministic: the same inputs give
     the same numbers, bit for bit). For scripts and tests that analyse the motion;
