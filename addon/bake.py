@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import bpy
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from . import writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
-from .simulation import FrameSimulation, SimulationSettings, world_to_local
+from .simulation import FrameSimulation, SimulationSettings, simulate_world_positions
 
 __all__ = [
     "BakeCancelled", "BakeError", "BakeJob", "BakeResult", "BakeSettings",
@@ -44,13 +45,25 @@ class BakeResult:
     frame_end: int
     simulate_seconds: float
     write_seconds: float
-    positions: np.ndarray = field(repr=False)  # (F, N, 3) world space, float64
+    # (F, N, 3) float32, object space of each frame: exactly what was written.
+    local_positions: np.ndarray = field(repr=False)
     warnings: list = field(default_factory=list)
     pc2_file: str = ""  # absolute path of the written PC2 file, for PC2 output
+    # (arrays, settings, matrices, frames) the simulation ran on, for `positions`.
+    simulation_inputs: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def frame_count(self) -> int:
         return self.frame_end - self.frame_start + 1
+
+    @cached_property
+    def positions(self) -> np.ndarray:
+        """(F, N, 3) float64 world positions, exactly as the core computed them.
+
+        The bake holds only the float32 frames it writes, so this runs the (deterministic)
+        simulation again on first use: it costs as much as the bake's simulation did.
+        """
+        return simulate_world_positions(*self.simulation_inputs)
 
 
 def has_bake(obj) -> bool:
@@ -179,7 +192,6 @@ class BakeJob:
         self.warnings = check_object(scene, obj, overrides)
         try:
             self.arrays = mesh_to_arrays(obj)
-            self.arrays.validate()
         except BakeError as ex:
             raise BakeError(f"'{obj.name}': {ex}") from ex
         self.settings = simulation_settings(scene, obj, overrides)
@@ -304,8 +316,7 @@ class BakeJob:
             raise BakeError(f"'{self.object_name}' was deleted during the bake") from None
         if changed:
             raise BakeError(f"'{self.object_name}' was edited during the bake: bake again")
-        matrices = np.asarray(self._matrices)
-        local = world_to_local(self.simulation.positions, matrices)
+        local = self.simulation.local_positions
         pc2_file = ""
         if self.output == 'PC2':
             stored, pc2_file = pc2_paths(obj)
@@ -333,9 +344,10 @@ class BakeJob:
             frame_end=int(self.frames[-1]),
             simulate_seconds=self.simulate_seconds,
             write_seconds=time.perf_counter() - begin,
-            positions=self.simulation.positions,
+            local_positions=local,
             warnings=list(self.warnings),
             pc2_file=pc2_file,
+            simulation_inputs=(self.arrays, self.settings, self.simulation.matrices, self.frames),
         )
 
 

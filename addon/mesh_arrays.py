@@ -102,15 +102,12 @@ def masses_from_weights(total_mass: float, weights: np.ndarray | None, count: in
 
 
 def mesh_to_arrays(obj) -> MeshArrays:
-    """Read the object's base mesh and its ``obj.mass_spring`` settings into arrays.
+    """Read the object's base mesh and its ``obj.mass_spring`` settings into arrays the
+    simulation can use (see ``validate``).
 
-    Raises BakeError (not a mesh, Edit Mode, missing groups or attributes, bad values).
+    `obj` is a mesh object in Object Mode (``bake.check_object`` refuses anything else
+    first). Raises BakeError (missing groups or attributes, bad values).
     """
-    if obj is None or obj.type != 'MESH':
-        kind = "nothing" if obj is None else f"a {obj.type.lower()} object"
-        raise BakeError(f"the bake needs a mesh object, got {kind}")
-    if obj.mode == 'EDIT' or getattr(obj.data, "is_editmode", False):
-        raise BakeError(f"'{obj.name}' is in Edit Mode: switch to Object Mode (Tab) before baking")
     settings = obj.mass_spring
     mesh = obj.data
 
@@ -132,7 +129,7 @@ def mesh_to_arrays(obj) -> MeshArrays:
     else:
         scale = np.ones(len(edges))
 
-    return MeshArrays(
+    arrays = MeshArrays(
         local_positions=positions,
         masses=masses,
         pinned=pinned,
@@ -146,3 +143,72 @@ def mesh_to_arrays(obj) -> MeshArrays:
         pin_group=settings.pin_group,
         mass_group=settings.mass_group,
     )
+    validate(arrays)
+    return arrays
+
+
+def validate(arrays: MeshArrays) -> None:
+    """Raise BakeError for a mesh the simulation can't use, with the cure in the message.
+
+    The Blender side's only check of the arrays. ``mass_spring.from_arrays`` checks what
+    the core needs (finite positions, positive masses of free vertices, stiffness >= 0,
+    rods of positive length); this checks what it doesn't, and repeats a check only where
+    our message names the vertex group, attribute or edge to fix, or where a check here
+    depends on it. Run on object-space positions, before the animation is sampled, so a
+    bake is refused at once.
+    """
+    n = arrays.vertex_count
+    if n == 0:
+        raise BakeError("the mesh has no vertices")
+    if len(arrays.edges) == 0:
+        raise BakeError(
+            "the mesh has no edges. Every edge becomes a spring, so there is nothing "
+            "to connect the masses: add edges or faces")
+    if arrays.pinned.all():
+        group = f" (vertex group '{arrays.pin_group}')" if arrays.pin_group else ""
+        raise BakeError(
+            f"every vertex is pinned{group}, so nothing can move: "
+            "remove some vertices from the pin group or lower their weight to 0.5 or less")
+    both = np.flatnonzero(arrays.rigid & arrays.rope)
+    if len(both):
+        raise BakeError(
+            f"{len(both)} edge(s) are marked both rigid and rope (first: edge {both[0]}): "
+            "clear one of the two marks in Edit Mode")
+    # The core would name a spring of its own numbering, not the edge and the attribute.
+    negative = np.flatnonzero(~(arrays.stiffness_scale >= 0))
+    if len(negative):
+        raise BakeError(
+            f"the stiffness attribute is negative or not a number on {len(negative)} edge(s) "
+            f"(first: edge {negative[0]}): stiffness scales must be >= 0")
+    # The core would say "mass must be positive"; this says which group setting causes it
+    # (test_refuses_free_vertex_without_mass).
+    bad_mass = np.flatnonzero(~arrays.pinned & ~(arrays.masses > 0))
+    if len(bad_mass):
+        i = bad_mass[0]
+        why = (f"its weight in mass group '{arrays.mass_group}' is 0"
+               if arrays.mass_group else "the total mass is not positive")
+        raise BakeError(
+            f"{len(bad_mass)} free vertex(es) get no positive mass (first: vertex {i}, "
+            f"mass {arrays.masses[i]:g}) because {why}: every vertex that is not pinned "
+            "needs a mass > 0")
+    # The core refuses these too, but after the animation is sampled and without a cure;
+    # the zero-length test below needs finite positions (test_refuses_non_finite_position).
+    positions = arrays.local_positions
+    infinite = np.flatnonzero(~np.isfinite(positions).all(axis=1))
+    if len(infinite):
+        raise BakeError(
+            f"{len(infinite)} vertex position(s) are not finite numbers (first: vertex "
+            f"{infinite[0]}, NaN or Inf): delete those vertices or give them real coordinates")
+    # The core accepts springs of zero length, but they have no direction to pull in
+    # (test_refuses_zero_length_edge).
+    lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
+    extent = float(np.ptp(positions, axis=0).max()) if n > 1 else 0.0
+    tiny = max(extent, 1.0) * 1e-9
+    zero = np.flatnonzero(lengths <= tiny)
+    if len(zero):
+        e = zero[0]
+        a, b = arrays.edges[e]
+        raise BakeError(
+            f"{len(zero)} edge(s) have zero length (first: edge {e} between vertices {a} "
+            f"and {b}), so a spring on them has no direction: merge the doubled vertices "
+            "(Mesh ▸ Clean Up ▸ Merge by Distance)")

@@ -1,8 +1,9 @@
 """Arrays → core system → positions per frame.
 
 Nothing here touches Blender: the inputs are numpy arrays (from ``mesh_arrays``) and the
-object's world matrix at every frame, the output is an (F, N, 3) array of world-space
-vertex positions. That keeps the physics side testable with plain Python.
+object's world matrix at every frame, the output is an (F, N, 3) float32 array of vertex
+positions in the object space of each frame, ready for the writers. That keeps the
+physics side testable with plain Python.
 """
 
 from __future__ import annotations
@@ -61,55 +62,6 @@ class MeshArrays:
     def vertex_count(self) -> int:
         return len(self.local_positions)
 
-    def validate(self, world_positions: np.ndarray | None = None) -> None:
-        """Raise BakeError for input the simulation can't use, with the cure in the message."""
-        n = self.vertex_count
-        if n == 0:
-            raise BakeError("the mesh has no vertices")
-        if len(self.edges) == 0:
-            raise BakeError(
-                "the mesh has no edges. Every edge becomes a spring, so there is nothing "
-                "to connect the masses: add edges or faces")
-        if self.pinned.all():
-            group = f" (vertex group '{self.pin_group}')" if self.pin_group else ""
-            raise BakeError(
-                f"every vertex is pinned{group}, so nothing can move: "
-                "remove some vertices from the pin group or lower their weight to 0.5 or less")
-        both = np.flatnonzero(self.rigid & self.rope)
-        if len(both):
-            raise BakeError(
-                f"{len(both)} edge(s) are marked both rigid and rope (first: edge {both[0]}): "
-                "clear one of the two marks in Edit Mode")
-        negative = np.flatnonzero(~(self.stiffness_scale >= 0))
-        if len(negative):
-            raise BakeError(
-                f"the stiffness attribute is negative or not a number on {len(negative)} edge(s) "
-                f"(first: edge {negative[0]}): stiffness scales must be >= 0")
-        free = ~self.pinned
-        bad_mass = np.flatnonzero(free & ~(self.masses > 0))
-        if len(bad_mass):
-            i = bad_mass[0]
-            why = (f"its weight in mass group '{self.mass_group}' is 0"
-                   if self.mass_group else "the total mass is not positive")
-            raise BakeError(
-                f"{len(bad_mass)} free vertex(es) get no positive mass (first: vertex {i}, "
-                f"mass {self.masses[i]:g}) because {why}: every vertex that is not pinned "
-                "needs a mass > 0")
-        positions = self.local_positions if world_positions is None else world_positions
-        if not np.isfinite(positions).all():
-            raise BakeError("some vertex positions are not finite numbers")
-        lengths = np.linalg.norm(positions[self.edges[:, 1]] - positions[self.edges[:, 0]], axis=1)
-        extent = float(np.ptp(positions, axis=0).max()) if n > 1 else 0.0
-        tiny = max(extent, 1.0) * 1e-9
-        zero = np.flatnonzero(lengths <= tiny)
-        if len(zero):
-            e = zero[0]
-            a, b = self.edges[e]
-            raise BakeError(
-                f"{len(zero)} edge(s) have zero length (first: edge {e} between vertices {a} "
-                f"and {b}), so a spring on them has no direction: merge the doubled vertices "
-                "(Mesh ▸ Clean Up ▸ Merge by Distance)")
-
 
 @dataclass
 class SimulationSettings:
@@ -133,20 +85,25 @@ def transform_points(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
     return points @ matrix[:3, :3].T + matrix[:3, 3]
 
 
+def inverse_matrices(matrices) -> np.ndarray:
+    """(F, 4, 4) world matrices → their inverses (world → object space of each frame)."""
+    matrices = np.asarray(matrices, dtype=np.float64)
+    try:
+        return np.linalg.inv(matrices)
+    except np.linalg.LinAlgError as ex:
+        raise BakeError("the object's transform is not invertible at some frame (a scale of 0?)") from ex
+
+
 def world_to_local(world: np.ndarray, matrices: np.ndarray) -> np.ndarray:
     """(F, N, 3) world positions → object space of each frame's matrix, as float32.
 
     Shape keys and PC2 samples live in object space; an animated object moves them back
     to where the simulation put them.
     """
-    matrices = np.asarray(matrices, dtype=np.float64)
-    try:
-        inverse = np.linalg.inv(matrices)
-    except np.linalg.LinAlgError as ex:
-        raise BakeError("the object's transform is not invertible at some frame (a scale of 0?)") from ex
-    local = np.empty(world.shape, dtype=np.float32)
-    for k in range(len(world)):  # per frame: as fast as one batched product, less memory
-        local[k] = world[k] @ inverse[k, :3, :3].T + inverse[k, :3, 3]
+    inverses = inverse_matrices(matrices)
+    local = np.empty(np.shape(world), dtype=np.float32)
+    for k in range(len(local)):
+        local[k] = transform_points(inverses[k], world[k])
     return local
 
 
@@ -169,7 +126,6 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
         raise BakeError(f"the scene's frame rate must be positive, got {settings.fps}")
 
     positions = transform_points(matrix_world, arrays.local_positions)
-    arrays.validate(positions)
     origin = np.asarray(matrix_world, dtype=np.float64)[:3, 3]
     velocities = rigid_velocities(positions, origin, settings.initial_velocity,
                                   settings.initial_angular_velocity)
@@ -206,7 +162,10 @@ class FrameSimulation:
 
     ``matrices[k]`` is the object's world matrix at frame k of the range; pinned vertices
     are moved to follow it (the core interpolates them linearly within the frame).
-    ``positions[k]`` holds the world positions of every vertex at frame k.
+    ``local_positions[k]`` holds every vertex at frame k in the object space of
+    ``matrices[k]``, as float32: the (F, N, 3) buffer the writers store as it is. Each
+    frame is converted when the core produces it, so the world positions of all frames
+    (float64, twice the size) are never held.
     """
 
     def __init__(self, arrays: MeshArrays, settings: SimulationSettings, matrices, frames):
@@ -223,16 +182,20 @@ class FrameSimulation:
             raise BakeError(
                 f"frame {self.frames[singular[0]]}: the object's transform squashes it flat "
                 "(a scale of 0), so its vertices can't be mapped back: fix the scale animation")
+        self._inverses = inverse_matrices(self.matrices)
         self.mss = build_system(arrays, settings, self.matrices[0])
         self.dt = 1.0 / settings.fps
         self._pins_local = arrays.local_positions[np.asarray(self.mss.fixed_vertices, dtype=np.int64)]
-        self.positions = np.empty((len(self.frames), arrays.vertex_count, 3), dtype=np.float64)
-        self.positions[0] = self.mss.vertex_positions()
+        self.local_positions = np.empty((len(self.frames), arrays.vertex_count, 3), dtype=np.float32)
+        self._store(0, self.mss.vertex_positions())
         self.frames_done = 1
 
     @property
     def done(self) -> bool:
         return self.frames_done >= len(self.frames)
+
+    def _store(self, k: int, world: np.ndarray) -> None:
+        self.local_positions[k] = transform_points(self._inverses[k], world)
 
     def step(self) -> None:
         """Advance by one frame."""
@@ -254,10 +217,26 @@ class FrameSimulation:
                 f"{'infinite' if not np.isfinite(positions).all() else 'huge'}). Likely cure: "
                 f"more substeps (now {self.settings.substeps}), an implicit integrator "
                 "(Generalized-α or Implicit Euler), or lower stiffness")
-        self.positions[k] = positions
+        self._store(k, positions)
         self.frames_done = k + 1
 
     def run(self) -> np.ndarray:
+        """Simulate the remaining frames; the (F, N, 3) float32 object-space positions."""
         while not self.done:
             self.step()
-        return self.positions
+        return self.local_positions
+
+
+def simulate_world_positions(arrays: MeshArrays, settings: SimulationSettings,
+                             matrices, frames) -> np.ndarray:
+    """(F, N, 3) float64 world positions of the same simulation as ``FrameSimulation``,
+    exactly as the core computes them (the core is deterministic: the same inputs give
+    the same numbers, bit for bit). For scripts and tests that analyse the motion;
+    tests/test_addon_bake.py compares them with the core run directly."""
+    run = FrameSimulation(arrays, settings, matrices, frames)
+    world = np.empty((len(run.frames), arrays.vertex_count, 3))
+    world[0] = run.mss.vertex_positions()
+    while not run.done:
+        run.step()
+        world[run.frames_done - 1] = run.mss.vertex_positions()
+    return world

@@ -1,5 +1,10 @@
 """Positions (F, N, 3) in object space → Blender data that plays without the add-on.
 
+The writers take the bake's float32 buffer (``FrameSimulation.local_positions``) as it
+is: float32 is what shape keys and PC2 store, so ``np.ascontiguousarray`` below returns
+that buffer itself, never a converted copy of all frames
+(test_writers_get_the_float32_object_space_buffer).
+
 Two outputs:
 
 * Shape keys (default). One relative shape key per baked frame, each with a value F-curve
@@ -92,7 +97,8 @@ def shape_key_name(frame: int) -> str:
 
 
 def write_shape_keys(obj, frames, local_positions: np.ndarray) -> dict:
-    """One shape key per frame plus the value F-curves. Returns the bake record.
+    """One shape key per frame of `local_positions` (F, N, 3), plus the value F-curves.
+    Returns the bake record.
 
     The mesh must not have shape keys (the caller checks). On any exception everything
     added so far is removed again.

@@ -3,11 +3,16 @@
 
     python scripts/bench_bake.py                   # needs the bpy module and the core
     python scripts/bench_bake.py --frames 50 --output PC2
+    python scripts/bench_bake.py --memory --frames 3
     blender -b --python-exit-code 1 --python scripts/bench_bake.py -- --frames 50
 
 Prints the time spent writing the bake (the requirement: at most 2 s for 250 frames of
 this grid) and the total bake time per frame (simulation + write). Exit code 1 with
 --check when the write takes longer than the limit.
+
+--memory prints the numpy memory the bake holds instead (the requirement: at most 60 MB
+of frames for 250 frames of this grid), measured with tracemalloc, which traces numpy's
+buffers but not the core's or Blender's own memory.
 
 The add-on is loaded from the repo folder (or used as installed if it already is).
 """
@@ -26,6 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 WRITE_LIMIT_SECONDS = 2.0
+FRAMES_LIMIT_MB = 60.0  # frames held by a 250-frame bake of the 129×129 grid
 
 
 def build_grid(args, size: float = 1.0):
@@ -77,6 +83,28 @@ def write_only(bpy, package, scene, obj, args) -> int:
     return 1 if args.check and seconds > WRITE_LIMIT_SECONDS else 0
 
 
+def memory(bake, scene, obj, args) -> int:
+    """Bake the grid and print the numpy memory the bake held: the frame buffer grows
+    with the frame count, so a few frames and the buffer's size at --full-frames tell
+    what a full bake holds without waiting for it."""
+    import tracemalloc
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    result = bake.bake_object(scene, obj)
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    frames, points, _ = result.local_positions.shape
+    buffer_mb = result.local_positions.nbytes / 1e6
+    full_mb = buffer_mb * args.full_frames / frames
+    print(f"memory:   frame buffer {frames} × {points} × 3 {result.local_positions.dtype} = "
+          f"{buffer_mb:.1f} MB; numpy peak during the bake {peak / 1e6:.1f} MB (tracemalloc)")
+    print(f"          at {args.full_frames} frames the buffer is {full_mb:.1f} MB "
+          f"(limit {FRAMES_LIMIT_MB:g} MB {'OK' if full_mb <= FRAMES_LIMIT_MB else 'EXCEEDED'}); "
+          f"peak minus buffer {(peak - result.local_positions.nbytes) / 1e6:.1f} MB")
+    return 0
+
+
 def main(argv=None) -> int:
     if argv is None:
         argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
@@ -91,6 +119,10 @@ def main(argv=None) -> int:
     parser.add_argument("--output", choices=("SHAPE_KEYS", "PC2"), default="SHAPE_KEYS")
     parser.add_argument("--write-only", action="store_true",
                         help="skip the physics: time only the writing of synthetic motion")
+    parser.add_argument("--memory", action="store_true",
+                        help="print the numpy memory the bake holds (use few --frames)")
+    parser.add_argument("--full-frames", type=int, default=250,
+                        help="frame count --memory extrapolates the frame buffer to (250)")
     parser.add_argument("--check", action="store_true",
                         help=f"exit 1 if writing takes more than {WRITE_LIMIT_SECONDS:g} s")
     args = parser.parse_args(argv)
@@ -116,6 +148,8 @@ def main(argv=None) -> int:
           f"Blender {bpy.app.version_string}", flush=True)
     if args.write_only:
         return write_only(bpy, package, scene, obj, args)
+    if args.memory:
+        return memory(bake, scene, obj, args)
     begin = time.perf_counter()
     last = [begin]
 

@@ -369,6 +369,111 @@ def test_cancel_leaves_no_trace(scene, bake):
     assert mesh_fingerprint(obj) == baked
 
 
+def animate_location_and_rotation(obj):
+    """Keyframes that move and turn `obj` over frames 1–24: its object space differs
+    from world space, and from frame to frame."""
+    obj.keyframe_insert("location", frame=1)
+    obj.keyframe_insert("rotation_euler", frame=1)
+    obj.location = (1.5, -0.5, 2.0)
+    obj.rotation_euler = (0.2, 0.0, 1.2)
+    obj.keyframe_insert("location", frame=24)
+    obj.keyframe_insert("rotation_euler", frame=24)
+
+
+@pytest.mark.parametrize("output", ['SHAPE_KEYS', 'PC2'])
+def test_writers_get_the_float32_object_space_buffer(scene, bake, monkeypatch, tmp_path, output):
+    """Each frame goes into one float32 object-space buffer as it is simulated; the
+    writers get that buffer itself (no conversion pass over all frames)."""
+    if output == 'PC2':
+        bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "stream.blend"))
+        scene = bpy.context.scene
+    obj = make_grid(nx=4, ny=3, location=(0.0, 0.0, 1.0))
+    configure(obj, output=output)
+    pin(obj, [0, 3])
+    animate_location_and_rotation(obj)
+    writers = submodule("writers")
+    received = []
+    for name in ("write_shape_keys", "write_pc2"):
+        original = getattr(writers, name)
+
+        def spy(*args, original=original):
+            received.append(args[-1])
+            return original(*args)
+        monkeypatch.setattr(writers, name, spy)
+
+    job = bake.BakeJob(scene, obj)
+    while not job.step(0.0):
+        pass
+    buffer = job.simulation.local_positions
+    result = job.finish()
+
+    assert len(received) == 1 and received[0] is buffer and result.local_positions is buffer
+    assert buffer.dtype == np.float32 and buffer.flags.c_contiguous and buffer.shape == (24, 12, 3)
+    moved = False
+    for frame in (1, 8, 24):
+        scene.frame_set(frame)
+        matrix = np.array(obj.matrix_world)
+        world = result.positions[frame - 1]
+        local = (world - matrix[:3, 3]) @ np.linalg.inv(matrix[:3, :3]).T
+        np.testing.assert_allclose(buffer[frame - 1], local, atol=1e-6)
+        np.testing.assert_allclose(at_frame(scene, obj, frame), world, atol=2e-6)
+        moved |= np.abs(local - world).max() > 0.5
+    assert moved  # object space is not world space here: the test can tell them apart
+
+
+def test_bake_holds_no_float64_copy_of_the_frames(scene, bake):
+    """The numpy memory a bake allocates (tracemalloc traces numpy's buffers) stays well
+    below the float32 frames plus a float64 copy of them."""
+    import tracemalloc
+
+    obj = make_grid(nx=20, ny=20)
+    configure(obj, use_scene_frame_range=False, frame_start=1, frame_end=60)
+    pin(obj, [0, 19])
+    frames_bytes = 60 * 400 * 3 * np.dtype(np.float32).itemsize
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = bake.bake_object(scene, obj)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert result.local_positions.nbytes == frames_bytes
+    assert frames_bytes <= peak < 2 * frames_bytes, (peak, frames_bytes)
+
+
+def test_cancel_halfway_leaves_no_trace(scene, bake, tmp_path):
+    """Cancelled after half the frames of an animated object: the previous bake, the
+    mesh, the PC2 file and the scene's frame are as before."""
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "cancel.blend"))
+    scene = bpy.context.scene
+    obj = make_grid(nx=4, ny=4, location=(0.0, 0.0, 1.0))
+    configure(obj, output='PC2', pc2_path="//grid.pc2")
+    pin(obj, [0])
+    animate_location_and_rotation(obj)
+    bake.bake_object(scene, obj)
+    pc2 = (tmp_path / "grid.pc2").read_bytes()
+    played = at_frame(scene, obj, 12)
+    scene.frame_set(7)
+    baked = mesh_fingerprint(obj)
+    obj.mass_spring.stiffness = 10.0
+    reached = []
+
+    def halfway():
+        reached.append(job_progress[-1])
+        return job_progress[-1][0] >= job_progress[-1][1] // 2
+
+    job_progress = []
+    with pytest.raises(bake.BakeCancelled):
+        bake.bake_object(scene, obj, budget_seconds=0.0, should_cancel=halfway,
+                         progress=lambda frame, done, total: job_progress.append((done, total)))
+    done, total = reached[-1]
+    assert total == 23 and done == total // 2  # cancelled in the middle of the simulation
+    assert mesh_fingerprint(obj) == baked
+    assert (tmp_path / "grid.pc2").read_bytes() == pc2
+    np.testing.assert_allclose(at_frame(scene, obj, 12), played, atol=0)
+
+
 def test_progress_reports_frames(scene, bake):
     obj = make_grid(nx=3, ny=3)
     configure(obj)
@@ -508,6 +613,17 @@ def test_refuses_zero_length_edge(scene, bake):
     obj = make_mesh_object("Doubled", [(0, 0, 0), (1, 0, 0), (1, 0, 0)], edges=[(0, 1), (1, 2)])
     configure(obj)
     assert_refused(bake, scene, obj, "zero length", "edge 1", "merge by distance")
+
+
+def test_refuses_non_finite_position(scene, bake):
+    """Refused before the simulation, naming the vertex (NaN lengths would slip past the
+    zero-length check)."""
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    obj.data.vertices[4].co = (float("nan"), 0.0, 0.0)
+    with pytest.raises(bake.BakeError, match="not finite numbers.*vertex 4"):
+        bake.bake_object(scene, obj)
+    assert obj.data.shape_keys is None
 
 
 def test_refuses_all_pinned(scene, bake):
