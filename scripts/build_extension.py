@@ -132,7 +132,6 @@ def write_manifest_wheels(wheels: list[Path]) -> None:
         raise SystemExit("build_extension: could not find the wheels list in the manifest")
     if new != text:
         MANIFEST.write_text(new, encoding="utf-8")
-        say(f"updated the wheels list in {MANIFEST.relative_to(REPO)}")
 
 
 def wheel_platform(wheel: Path) -> str:
@@ -158,7 +157,6 @@ def write_manifest_platforms(wheels: list[Path]) -> None:
         raise SystemExit("build_extension: could not find the platforms list in the manifest")
     if new != text:
         MANIFEST.write_text(new, encoding="utf-8")
-        say(f"platforms in the manifest: {', '.join(platforms)}")
 
 
 def bpy_build_tool() -> Path | None:
@@ -243,15 +241,21 @@ def main(argv: list[str] | None = None) -> int:
     wheels = sorted(WHEELS.glob("mass_spring-*.whl"))
     if not wheels:
         raise SystemExit("build_extension: no wheels in addon/wheels/: build them first")
-    write_manifest_wheels(wheels)
-    write_manifest_platforms(wheels)
-
-    DIST.mkdir(exist_ok=True)
-    out = DIST / f"mass_spring_baker-{manifest_version()}.zip"
-    if out.exists():
-        out.unlink()
-    how = pack(out)
-    check_zip(out)
+    # The zip's manifest lists exactly the wheels packed; the repository's manifest is
+    # restored afterwards, so building never leaves a change to a tracked file.
+    committed_manifest, committed_stat = MANIFEST.read_text(encoding="utf-8"), MANIFEST.stat()
+    try:
+        write_manifest_wheels(wheels)
+        write_manifest_platforms(wheels)
+        DIST.mkdir(exist_ok=True)
+        out = DIST / f"mass_spring_baker-{manifest_version()}.zip"
+        if out.exists():
+            out.unlink()
+        how = pack(out)
+        check_zip(out)
+    finally:
+        MANIFEST.write_text(committed_manifest, encoding="utf-8")
+        os.utime(MANIFEST, ns=(committed_stat.st_atime_ns, committed_stat.st_mtime_ns))
     say(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB) using {how}; wheels: "
         + ", ".join(w.name for w in wheels))
     return 0

@@ -28,8 +28,17 @@ def _newest_source_mtime() -> float:
     return max(p.stat().st_mtime for p in files)
 
 
+def _core_sources_mtime() -> float:
+    """When the core's sources last changed: a wheel built before that is stale."""
+    files = [p for folder in ("native", "python/mass_spring") for p in (REPO / folder).rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts]
+    files += [REPO / "CMakeLists.txt", REPO / "pyproject.toml"]
+    return max(p.stat().st_mtime for p in files)
+
+
 def _zip_is_usable(path: Path) -> bool:
-    if not path.exists() or path.stat().st_mtime < _newest_source_mtime():
+    if not path.exists() or path.stat().st_mtime < max(_newest_source_mtime(),
+                                                       _core_sources_mtime()):
         return False
     with zipfile.ZipFile(path) as archive:
         return any(f"-{TAG}-" in name for name in archive.namelist())
@@ -41,7 +50,8 @@ def extension_zip() -> Path:
     zips = sorted((REPO / "dist").glob(ZIP_GLOB))
     if zips and _zip_is_usable(zips[-1]):
         return zips[-1]
-    have_wheel = any((REPO / "addon" / "wheels").glob(f"mass_spring-*-{TAG}-*.whl"))
+    have_wheel = any(w.stat().st_mtime > _core_sources_mtime()
+                     for w in (REPO / "addon" / "wheels").glob(f"mass_spring-*-{TAG}-*.whl"))
     command = [sys.executable, str(REPO / "scripts" / "build_extension.py")]
     command += ["--skip-wheels"] if have_wheel else ["--python", sys.executable]
     subprocess.run(command, check=True, cwd=REPO, timeout=1800)

@@ -163,12 +163,14 @@ CHECK_OVERRIDES = """
     sys.path.insert(0, "scripts")
     import bake, bpy
     bake_module = bake.load_addon("repo")
+    simulation = sys.modules[bake_module.__package__ + ".simulation"]
 
     def simulate(overrides):
         job = bake_module.BakeJob(bpy.context.scene, bpy.data.objects["Chain"], overrides)
-        while not job.step(1.0):
+        while not job.step(1.0):  # reads the animation: the matrices
             pass
-        return job.simulation.positions
+        return simulation.simulate_world_positions(
+            job.arrays, job.settings, job.simulation.matrices, job.frames)
 
     bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
     overridden = simulate(json.loads(sys.argv[3]))
