@@ -6,9 +6,26 @@
 #include <limits>
 #include <sstream>
 
+#include "integrators.hpp"
 #include "system.hpp"
 
 namespace ms {
+
+const IntegratorInfo& integrator_info(IntegratorKind k) {
+  for (const IntegratorInfo& info : kIntegrators)
+    if (info.kind == k) return info;
+  throw std::logic_error("integrator missing from kIntegrators");
+}
+
+IntegratorKind integrator_from_name(const std::string& name) {
+  if (name == "alpha") return IntegratorKind::GeneralizedAlpha;
+  std::string names;
+  for (const IntegratorInfo& info : kIntegrators) {
+    if (name == info.name) return info.kind;
+    names += (names.empty() ? "" : ", ") + std::string(info.name);
+  }
+  throw InputError("unknown integrator '" + name + "'; choose one of " + names);
+}
 
 namespace {
 
