@@ -34,8 +34,18 @@ SCRIPTS = REPO / "scripts"
 ADDON_DIR = REPO / "addon"
 ADDON_NAME = "mass_spring_baker"
 
-INTEGRATOR_NAMES = ("generalized_alpha", "newmark", "implicit_euler", "symplectic_euler",
-                    "explicit_euler", "rk2")
+
+def integrator_names() -> tuple[str, ...] | None:
+    """The core's integrators (mass_spring.INTEGRATORS) for --integrator; None (any name)
+    when the core is missing, which the bake itself then reports."""
+    _ensure_core_importable()
+    try:
+        import mass_spring
+    except ImportError:
+        return None
+    return mass_spring.INTEGRATORS
+
+
 ENGINES = {"workbench": "BLENDER_WORKBENCH", "cycles": "CYCLES", "eevee": "BLENDER_EEVEE"}
 
 
@@ -115,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("shape_keys", "pc2"),
                    help="bake output: shape keys in the .blend or a PC2 file read by a Mesh "
                         "Cache modifier (default: the object's setting)")
-    p.add_argument("--integrator", type=str.lower, choices=INTEGRATOR_NAMES,
+    p.add_argument("--integrator", type=str.lower, choices=integrator_names(),
                    help="override every object's integrator")
     p.add_argument("--rho-inf", type=float, metavar="RHO",
                    help="override the generalized-α spectral radius ρ∞ (0..1)")
