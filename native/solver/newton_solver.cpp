@@ -149,11 +149,9 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
     if (!renew_smoother_if_stale()) return false;
     // GMRES starts from one application of a factor, which is the answer up to O(delta)
     // when J is symmetric and the factor fresh: GMRES accepts it without iterating if it
-    // meets `tol`. (Accepting 10 tol, as the BiCGSTAB version did, left Newton converging
-    // linearly on a double pendulum, with step halvings down to 1e-8 s; solving further
-    // than `tol` with a factor, 1e-4 or 1e-8, saved Newton iterations on the chain but
-    // cost 20-120 % on 33x33 and 65x65 sheets.) A V-cycle is a weaker preconditioner and
-    // costs about as much as a Newton iteration's assembly: GMRES starts from zero.
+    // meets `tol`, and only then: a looser acceptance leaves Newton converging linearly
+    // on a double pendulum. A V-cycle is a weaker preconditioner and costs about as much
+    // as a Newton iteration's assembly: GMRES starts from zero.
     x.setZero(b.size());
     if (multigrid_dim_ == 0) {
       x = apply_preconditioner(b);
