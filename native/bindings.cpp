@@ -170,7 +170,6 @@ py::tuple triplets(const std::vector<Eigen::Triplet<double>>& t) {
   return py::make_tuple(rows, cols, vals);
 }
 
-
 template <class T, class Array>
 ArrayView<T> view(const Array& a) {
   return {a.data(), static_cast<std::size_t>(a.size())};
@@ -180,11 +179,11 @@ ArrayView<T> view(const Array& a) {
 // edge-based messages; build_from_arrays checks sizes, indices and values again.
 template <int D>
 std::shared_ptr<System<D>> system_from_arrays(const Arr& positions, const Arr& masses,
-                                             const MaskArr& fixed, const Arr& velocities,
-                                             const IdxArr& springs, const Arr& stiffness,
-                                             const Arr& rest, const Arr& damping,
-                                             const MaskArr& rope, const IdxArr& constraints,
-                                             const Arr& clength) {
+                                              const MaskArr& fixed, const Arr& velocities,
+                                              const IdxArr& springs, const Arr& stiffness,
+                                              const Arr& rest, const Arr& damping,
+                                              const MaskArr& rope, const IdxArr& constraints,
+                                              const Arr& clength) {
   MeshArrays arrays;
   arrays.positions = view<double>(positions);
   arrays.masses = view<double>(masses);
