@@ -25,20 +25,19 @@ def _blend_relative_path_options() -> dict:
 
 _BLEND_RELATIVE = _blend_relative_path_options()
 
-INTEGRATOR_ITEMS = [
-    ("GENERALIZED_ALPHA", "Generalized-α",
-     "Implicit, second order, numerical damping of high frequencies set by ρ∞ (recommended)"),
-    ("NEWMARK", "Newmark",
-     "Implicit trapezoidal rule (generalized-α with ρ∞ = 1): no numerical damping"),
-    ("IMPLICIT_EULER", "Implicit Euler",
-     "Implicit, first order, strongly damped: robust for very stiff structures"),
-    ("SYMPLECTIC_EULER", "Symplectic Euler",
-     "Explicit, first order, cheap; needs small steps; cannot handle rigid edges"),
-    ("EXPLICIT_EULER", "Explicit Euler",
-     "Explicit, first order, gains energy: for comparison only; cannot handle rigid edges"),
-    ("RK2", "Runge–Kutta 2",
-     "Explicit, second order; needs small steps; cannot handle rigid edges"),
-]
+
+def _integrator_items() -> list:
+    """The core's integrator table (mass_spring.INTEGRATOR_INFO) as enum items. The
+    identifier is the core's name in capitals: .blend files store it."""
+    try:
+        import mass_spring
+    except ImportError:  # a bake says how to install the core (simulation.import_core)
+        return [("GENERALIZED_ALPHA", "Generalized-α", "")]
+    return [(info.name.upper(), info.label, info.description)
+            for info in mass_spring.INTEGRATOR_INFO]
+
+
+INTEGRATOR_ITEMS = _integrator_items()
 
 OUTPUT_ITEMS = [
     ("SHAPE_KEYS", "Shape Keys",

@@ -14,16 +14,13 @@ import numpy as np
 
 from .errors import BakeError
 
-# Panel enum → name understood by ``mss.set_integrator``.
-INTEGRATORS = {
-    "GENERALIZED_ALPHA": "generalized_alpha",
-    "NEWMARK": "newmark",
-    "IMPLICIT_EULER": "implicit_euler",
-    "SYMPLECTIC_EULER": "symplectic_euler",
-    "EXPLICIT_EULER": "explicit_euler",
-    "RK2": "rk2",
-}
-EXPLICIT_INTEGRATORS = {"SYMPLECTIC_EULER", "EXPLICIT_EULER", "RK2"}
+# Panel enum (the core's integrator names in capitals) → name for ``mss.set_integrator``.
+try:
+    from mass_spring import INTEGRATOR_INFO as _CORE_INTEGRATORS
+except ImportError:  # import_core() says how to install the core
+    _CORE_INTEGRATORS = ()
+INTEGRATORS = {info.name.upper(): info.name for info in _CORE_INTEGRATORS}
+EXPLICIT_INTEGRATORS = {info.name.upper() for info in _CORE_INTEGRATORS if info.explicit}
 
 # A coordinate beyond this (metres) means the run blew up even if it is still finite.
 DIVERGED_COORDINATE = 1.0e7

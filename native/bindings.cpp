@@ -8,6 +8,9 @@
 #include <memory>
 #include <sstream>
 
+#include "build.hpp"
+#include "integrators.hpp"
+#include "laws.hpp"
 #include "system.hpp"
 
 namespace py = pybind11;
@@ -86,7 +89,7 @@ template <int D>
 struct SpringRef {
   std::shared_ptr<System<D>> sys;
   int i;
-  Spring& get() const { return sys->springs_mut()[i]; }
+  const Spring& get() const { return sys->springs()[i]; }
 };
 template <int D>
 struct ConstraintRef {
@@ -167,71 +170,35 @@ py::tuple triplets(const std::vector<Eigen::Triplet<double>>& t) {
   return py::make_tuple(rows, cols, vals);
 }
 
-
-// Bulk build from arrays that mass_spring.from_arrays has normalized and checked with
-// vertex- and edge-based messages; the system validates again as a safety net.
-template <int D>
-std::shared_ptr<System<D>> build_from_arrays(const Arr& positions, const Arr& masses,
-                                             const MaskArr& fixed, const Arr& velocities,
-                                             const IdxArr& springs, const Arr& stiffness,
-                                             const Arr& rest, const Arr& damping,
-                                             const MaskArr& rope, const IdxArr& constraints,
-                                             const Arr& clength) {
-  auto sys = std::make_shared<System<D>>();
-  const py::ssize_t N = masses.size();
-  const double* P = positions.data();
-  const double* V = velocities.data();
-  std::vector<double> m;
-  std::vector<Vec<D>> p, v;
-  sys->vertices.resize(N);
-  int n_fix = 0;
-  for (py::ssize_t i = 0; i < N; ++i) {
-    Vec<D> x = Eigen::Map<const Vec<D>>(P + D * i);
-    if (fixed.data()[i]) {
-      sys->add_fix(x);
-      sys->vertices[i] = Connector{FIX, n_fix++, sys->id()};
-    } else {
-      sys->vertices[i] = Connector{MASS, static_cast<int>(m.size()), sys->id()};
-      m.push_back(masses.data()[i]);
-      p.push_back(x);
-      v.push_back(Eigen::Map<const Vec<D>>(V + D * i));
-    }
-  }
-  sys->add_masses(m, p, v);
-  const py::ssize_t S = stiffness.size();
-  for (py::ssize_t e = 0; e < S; ++e) {
-    Spring s;
-    s.c = {sys->vertices[springs.data()[2 * e]], sys->vertices[springs.data()[2 * e + 1]]};
-    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;  // carries no force on a mass
-    s.length = rest.data()[e];
-    s.stiffness = stiffness.data()[e];
-    s.damping = damping.data()[e];
-    s.rope = rope.data()[e];
-    sys->add_spring(s);
-  }
-  std::vector<DistanceConstraint> cs;
-  for (py::ssize_t e = 0; e < clength.size(); ++e) {
-    DistanceConstraint c;
-    c.c = {sys->vertices[constraints.data()[2 * e]],
-           sys->vertices[constraints.data()[2 * e + 1]]};
-    if (c.c[0].type == FIX && c.c[1].type == FIX) continue;
-    c.length = clength.data()[e];
-    cs.push_back(c);
-  }
-  sys->add_constraints(cs);
-  return sys;
+template <class T, class Array>
+ArrayView<T> view(const Array& a) {
+  return {a.data(), static_cast<std::size_t>(a.size())};
 }
 
-// Vertex order: as built by from_arrays, else all masses, then all fixes.
+// mass_spring.from_arrays normalizes the arrays and checks them with vertex- and
+// edge-based messages; build_from_arrays checks sizes, indices and values again.
 template <int D>
-int num_vertices(const System<D>& s) {
-  return s.vertices.empty() ? s.num_masses() + s.num_fixes() : static_cast<int>(s.vertices.size());
-}
-
-template <int D>
-Connector vertex_connector(const System<D>& s, int i) {
-  if (!s.vertices.empty()) return s.vertices[i];
-  return i < s.num_masses() ? Connector{MASS, i, 0} : Connector{FIX, i - s.num_masses(), 0};
+std::shared_ptr<System<D>> system_from_arrays(const Arr& positions, const Arr& masses,
+                                              const MaskArr& fixed, const Arr& velocities,
+                                              const IdxArr& springs, const Arr& stiffness,
+                                              const Arr& rest, const Arr& damping,
+                                              const MaskArr& rope, const IdxArr& constraints,
+                                              const Arr& clength) {
+  MeshArrays arrays;
+  arrays.positions = view<double>(positions);
+  arrays.masses = view<double>(masses);
+  arrays.fixed = view<bool>(fixed);
+  arrays.velocities = view<double>(velocities);
+  arrays.springs = view<long long>(springs);
+  arrays.stiffness = view<double>(stiffness);
+  arrays.rest_length = view<double>(rest);
+  arrays.damping = view<double>(damping);
+  arrays.rope = view<bool>(rope);
+  arrays.constraints = view<long long>(constraints);
+  arrays.constraint_length = view<double>(clength);
+  auto system = std::make_shared<System<D>>();
+  build_from_arrays<D>(*system, arrays);
+  return system;
 }
 
 template <int D>
@@ -428,22 +395,18 @@ void bind_system(py::module_& m, const std::string& name) {
           })
       .def("vertex_positions",
            [](const S& s) {
-             const int n = num_vertices(s);
+             const int n = s.num_vertices();
              VectorXd x(D * n);
-             for (int i = 0; i < n; ++i) {
-               const Connector c = vertex_connector(s, i);
-               x.template segment<D>(D * i) =
-                   c.type == MASS ? s.pos(c.nr) : s.state().fix_pos[c.nr];
-             }
+             for (int i = 0; i < n; ++i) x.template segment<D>(D * i) = s.vertex_pos(i);
              return as_array(x, n, D);
            },
            "Positions of all vertices (masses and fixes) in vertex order, shape (N, D).")
       .def("vertex_velocities",
            [](const S& s) {
-             const int n = num_vertices(s);
+             const int n = s.num_vertices();
              VectorXd x = VectorXd::Zero(D * n);
              for (int i = 0; i < n; ++i) {
-               const Connector c = vertex_connector(s, i);
+               const Connector c = s.vertex(i);
                if (c.type == MASS) x.template segment<D>(D * i) = s.vel(c.nr);
              }
              return as_array(x, n, D);
@@ -452,18 +415,20 @@ void bind_system(py::module_& m, const std::string& name) {
       .def_property_readonly("fixed_vertices",
                              [](const S& s) {
                                std::vector<long long> idx;
-                               for (std::size_t i = 0; i < s.vertices.size(); ++i)
-                                 if (s.vertices[i].type == FIX) idx.push_back(i);
+                               const auto& vertices = s.vertices_from_arrays();
+                               for (std::size_t i = 0; i < vertices.size(); ++i)
+                                 if (vertices[i].type == FIX) idx.push_back(i);
                                return py::array_t<long long>(idx.size(), idx.data());
                              })
       .def_property_readonly("mass_vertices",
                              [](const S& s) {
                                std::vector<long long> idx;
-                               for (std::size_t i = 0; i < s.vertices.size(); ++i)
-                                 if (s.vertices[i].type == MASS) idx.push_back(i);
+                               const auto& vertices = s.vertices_from_arrays();
+                               for (std::size_t i = 0; i < vertices.size(); ++i)
+                                 if (vertices[i].type == MASS) idx.push_back(i);
                                return py::array_t<long long>(idx.size(), idx.data());
                              })
-      .def_static("_build_from_arrays", &build_from_arrays<D>)
+      .def_static("_build_from_arrays", &system_from_arrays<D>)
       // -- checkpoint
       .def("get_state", &state_to_dict<D>,
            "Everything needed to continue exactly: a dict of numpy arrays and floats.")
@@ -542,6 +507,88 @@ void bind_system(py::module_& m, const std::string& name) {
       });
 }
 
+// ---- the force laws alone (mass_spring._core.laws, for tests)
+
+py::array_t<double> matrix_array(const double* data, int rows, int cols) {
+  py::array_t<double> a({rows, cols});
+  // Eigen is column-major, numpy row-major.
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) a.mutable_at(r, c) = data[r + rows * c];
+  return a;
+}
+
+template <int D>
+py::tuple element_force_tuple(const ElementForce<D>& e) {
+  return py::make_tuple(as_array(e.f, D, 0), matrix_array(e.A.data(), D, D),
+                        matrix_array(e.B.data(), D, D));
+}
+
+template <class F2, class F3>
+auto by_dimension(const Arr& d, F2 f2, F3 f3) {
+  if (d.size() == 2) return f2(Vec<2>(Eigen::Map<const Vec<2>>(d.data())));
+  if (d.size() == 3) return f3(Vec<3>(Eigen::Map<const Vec<3>>(d.data())));
+  throw InputError("d must have 2 or 3 coordinates, got " + std::to_string(d.size()));
+}
+
+void bind_laws(py::module_& m) {
+  m.doc() = "The elements' force laws as pure functions (see native/laws.hpp).";
+  m.def(
+      "spring_force",
+      [](double length, double stiffness, double damping, bool rope, const Arr& d,
+         const Arr& dv, bool definite) {
+        const Spring s{length, stiffness, damping, rope, {}};
+        if (dv.size() != d.size()) throw InputError("d and dv must have the same size");
+        return by_dimension(
+            d,
+            [&](const Vec<2>& x) {
+              return element_force_tuple<2>(
+                  spring_force<2>(s, x, Eigen::Map<const Vec<2>>(dv.data()), definite));
+            },
+            [&](const Vec<3>& x) {
+              return element_force_tuple<3>(
+                  spring_force<3>(s, x, Eigen::Map<const Vec<3>>(dv.data()), definite));
+            });
+      },
+      py::arg("length"), py::arg("stiffness"), py::arg("damping"), py::arg("rope"), py::arg("d"),
+      py::arg("dv"), py::arg("definite") = false,
+      "Force f on end a of a spring (rope: tension only) with d = p_b - p_a, dv = v_b - v_a, "
+      "and A = df/dd, B = df/ddv: (f, A, B).");
+  m.def(
+      "spring_energy",
+      [](double length, double stiffness, bool rope, double stretch) {
+        return spring_energy(Spring{length, stiffness, 0.0, rope, {}}, stretch);
+      },
+      py::arg("length"), py::arg("stiffness"), py::arg("rope"), py::arg("stretch"));
+  m.def("rope_band", &rope_band, py::arg("length"));
+  m.def(
+      "rod_terms",
+      [](double length, const Arr& d, double lam, bool definite) {
+        return by_dimension(
+            d,
+            [&](const Vec<2>& x) {
+              const RodTerms<2> r = rod_terms<2>(length, x, lam, definite);
+              return py::make_tuple(r.g, as_array(r.grad, 2, 0), element_force_tuple<2>(r.force));
+            },
+            [&](const Vec<3>& x) {
+              const RodTerms<3> r = rod_terms<3>(length, x, lam, definite);
+              return py::make_tuple(r.g, as_array(r.grad, 3, 0), element_force_tuple<3>(r.force));
+            });
+      },
+      py::arg("length"), py::arg("d"), py::arg("lam"), py::arg("definite") = false,
+      "Rod in squared form: (g, dg/dp_b, (f, A, B)) with f = lam dg/dp_b on end a.");
+}
+
+// The integrator table (integrators.hpp) as tuples (name, label, description, explicit,
+// order).
+py::tuple integrator_table() {
+  py::tuple rows(kIntegrators.size());
+  for (std::size_t k = 0; k < kIntegrators.size(); ++k) {
+    const IntegratorInfo& i = kIntegrators[k];
+    rows[k] = py::make_tuple(i.name, i.label, i.description, i.is_explicit, i.order);
+  }
+  return rows;
+}
+
 std::array<Connector, 2> pair_of(const py::sequence& c, const char* what) {
   if (py::len(c) != 2)
     throw InputError(std::string(what) + ": connectors must be a pair (a, b)");
@@ -568,6 +615,9 @@ PYBIND11_MODULE(_core, m) {
   m.attr("FIX") = static_cast<int>(FIX);
   m.attr("MASS") = static_cast<int>(MASS);
   m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
+  m.attr("INTEGRATOR_TABLE") = integrator_table();
+  py::module_ laws = m.def_submodule("laws");
+  bind_laws(laws);
 
   py::class_<Connector>(m, "Connector")
       .def(py::init([](int type, int nr) {

@@ -50,21 +50,4 @@ struct SimulationError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class IntegratorKind {
-  GeneralizedAlpha,
-  Newmark,
-  ImplicitEuler,
-  SymplecticEuler,
-  ExplicitEuler,
-  RK2,
-};
-
-inline bool is_explicit(IntegratorKind k) {
-  return k == IntegratorKind::SymplecticEuler || k == IntegratorKind::ExplicitEuler ||
-         k == IntegratorKind::RK2;
-}
-
-IntegratorKind integrator_from_name(const std::string& name);
-std::string integrator_name(IntegratorKind k);
-
 }  // namespace ms

@@ -1,137 +1,30 @@
-// A mass-spring system: model (masses, fixes, springs, constraints, gravity), its state,
-// the residual of the equations of motion with its exact sparse Jacobian, and the
-// integrators that advance the state.
+// A mass-spring system: the model (masses, fixes, springs, constraints, gravity), its
+// state, and the integrators that advance the state. Where its parts live:
+//   model.hpp      topology and parameters (value types)
+//   laws.hpp       the force laws of springs, ropes and rods (pure functions)
+//   state.hpp      the state, and the fixes' path during a simulate() call
+//   system.cpp     building with validation, state access, diagnostics
+//   assembly.cpp   forces, constraint values and the Newton matrix from the laws
+//   integrators.*  the table of integrators and the time stepping
+//   build.*        a system from vertex and edge arrays
+//   solver/        Newton's linear solver (LDL^T, multigrid, GMRES)
 //
 // Unknowns: positions q of the masses (D per mass) and one multiplier per constraint.
 //     M q'' = F(q, q', lam) = f(q, q') - G^T lam,      g(q) = 0
-// with the constraint in the smooth squared form g = (|p_b - p_a|^2 - L0^2) / (2 L0),
-// whose gradient has length |p_b - p_a| / L0 = 1 on the constraint manifold, so lam is
-// the rod tension (positive = pulling).
+// with the constraint in the smooth squared form of rod_terms (laws.hpp), so lam is the
+// rod tension (positive = pulling).
 #pragma once
 
-#include <Eigen/Sparse>
-#include <Eigen/SparseCholesky>
-#include <Eigen/SparseLU>
-#include <memory>
-#include <optional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "integrators.hpp"
 #include "model.hpp"
-#include "element_matrix.hpp"
-#include "multigrid.hpp"
+#include "solver/newton_solver.hpp"
+#include "state.hpp"
 
 namespace ms {
-
-using Eigen::VectorXd;
-using SpMat = Eigen::SparseMatrix<double, Eigen::ColMajor, int>;
-
-// Everything needed to continue a run exactly.
-template <int D>
-struct State {
-  double time = 0.0;
-  VectorXd q, v;    // positions and velocities of the masses
-  VectorXd acc;     // true acceleration q''
-  VectorXd aux;     // generalized-alpha auxiliary (pseudo-)acceleration
-  VectorXd lam;     // constraint multipliers
-  std::vector<Vec<D>> fix_pos;  // where the fixes are at `time`
-  bool consistent = false;      // acc and lam solve the equations at `time`
-};
-
-// Linear anchor motion during one simulate() call: from where the fixes are at its start
-// to where the user put them for its end.
-template <int D>
-struct FixPath {
-  double t0 = 0.0, duration = 1.0;
-  const std::vector<Vec<D>>* start = nullptr;
-  const std::vector<Vec<D>>* target = nullptr;
-  bool moving = false;
-
-  Vec<D> pos(int k, double t) const {
-    if (!moving) return (*target)[k];
-    double s = (t - t0) / duration;
-    return (*start)[k] + s * ((*target)[k] - (*start)[k]);
-  }
-  Vec<D> vel(int k) const {
-    if (!moving) return Vec<D>::Zero();
-    return ((*target)[k] - (*start)[k]) / duration;
-  }
-};
-
-// Solves J x = b for the Newton matrix J on a fixed sparsity pattern. The preconditioner
-// is the LDL^T factor of P = sym(J) with -delta*I in place of the zero constraint block:
-// quasi-definite, so LDL^T needs no pivoting under any fill-reducing ordering, and
-// regular even with redundant rods (e.g. three collinear rigid edges). It is kept across
-// Newton iterations and steps and drives GMRES against the true J (unsymmetric with
-// dampers); it is refreshed only when it stops being effective. If J itself is singular,
-// the regularized solution P^-1 b is the Newton direction (least-squares multipliers).
-class NewtonLinearSolver {
- public:
-  // The matrix as assembled, in element form: Krylov methods multiply by it. After writing
-  // new values, call matrix_changed().
-  ElementMatrix elements;
-  void matrix_changed() { matrix_stale_ = true; }
-  // Renew the multigrid's finest smoother from the current values at the next solve (the
-  // Newton iteration calls this once per time step; see
-  // SmoothedAggregation::refresh_smoother).
-  void renew_smoother() { smoother_stale_ = true; }
-
-  // The pattern from an assembly of the elements (any values).
-  void set_pattern(const ElementMatrix& pattern, double delta_);
-  void invalidate_factor() { have_factor_ = false; }
-  // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
-  // systems without constraints; `dim` unknowns per mass). It needs the masses' current
-  // positions, set with the matrix values. Falls back to LDL^T if it fails.
-  void use_multigrid(int dim) { multigrid_dim_ = dim; have_factor_ = false; }
-  bool multigrid() const { return multigrid_dim_ > 0; }
-  const SmoothedAggregation& hierarchy() const { return multigrid_; }
-  // One application of the current preconditioner (factor or V-cycle).
-  VectorXd apply_preconditioner(const VectorXd& b) const;
-  // For tests and diagnostics: the preconditioner rebuilt from the current values, or
-  // (rebuild = false) with only the multigrid's finest smoother renewed from them, applied
-  // to b. Empty if it could not be built.
-  VectorXd precondition(const VectorXd& b, bool rebuild);
-  double setup_cost_in_cycles() const { return solves_per_factor_; }
-  const VectorXd* coordinates = nullptr;
-  // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
-  // current multipliers, when x is a Newton correction) lets the singular case pick the
-  // correction whose new multipliers are smallest instead of letting them drift.
-  bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11, const VectorXd* lam = nullptr);
-
-  long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0,
-       multigrid_fallbacks = 0;
-  double factor_seconds = 0, solve_seconds = 0;  // wall clock, for benchmarks only
-
- private:
-  SpMat J;  // the matrix compressed, scattered from `elements` when a factor needs it
-  std::vector<int> slots_;        // value index of each entry elements.scatter emits
-  std::vector<int> transpose_of;  // value index of the transposed entry
-  int first_constraint_row = 0;
-  double delta = 1e-8;
-  bool matrix_stale_ = true;
-  bool smoother_stale_ = false;
-  void sync_matrix();
-  bool refactor();
-  bool renew_smoother_if_stale();
-  bool solve_impl(const VectorXd& b, VectorXd& x, double tol, const VectorXd* lam);
-  // Preconditioned GMRES against J, refreshing the preconditioner when it is stale.
-  bool krylov_solve(const VectorXd& b, VectorXd& x, double tol);
-  bool solve_lu(const VectorXd& b, VectorXd& x);
-  SpMat P_;
-  // Factor reuse as ski rental: a factorization costs as much as `solves_per_factor_`
-  // applications of the factor (from the flop counts of L, so the decision is
-  // deterministic); once the iterations spent with the current factor have cost that
-  // much, the next solve refactors.
-  double solves_per_factor_ = 1.0;
-  long solves_since_factor_ = 0;
-  long fresh_iterations_ = -1;  // Krylov iterations of the first solve with a new hierarchy
-  std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
-  Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
-  Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
-  SmoothedAggregation multigrid_;
-  int multigrid_dim_ = 0;
-  bool ldlt_analyzed_ = false, lu_analyzed_ = false, have_factor_ = false;
-};
 
 template <int D>
 class System {
@@ -156,7 +49,6 @@ class System {
   int num_fixes() const { return static_cast<int>(fix_target_.size()); }
   const std::vector<Spring>& springs() const { return springs_; }
   const std::vector<DistanceConstraint>& constraints() const { return constraints_; }
-  std::vector<Spring>& springs_mut() { topology_changed(); return springs_; }
 
   // ---- model parameters ----
   VecD gravity = VecD::Zero();
@@ -167,8 +59,10 @@ class System {
 
   // ---- state ----
   const State<D>& state() const { return state_; }
-  // A checkpoint also restarts the linear solver's factor reuse, so that continuing from
-  // a checkpoint and from its restore follow the same arithmetic: bit-identical runs.
+  // The state as a restart point: also restarts the linear solvers' factor reuse, the one
+  // hidden input of a step, so that continuing from a checkpoint equals continuing from
+  // its restore into any identical system (test_core_state.py). Every other read leaves
+  // the run untouched (test_core_reads.py).
   const State<D>& checkpoint() {
     lin_.invalidate_factor();
     consistency_lin_.invalidate_factor();
@@ -218,8 +112,23 @@ class System {
                 std::vector<Eigen::Triplet<double>>& d_qlam,
                 std::vector<Eigen::Triplet<double>>& d_v) const;
 
-  // For systems built from a vertex array: the connector each vertex became.
-  std::vector<Connector> vertices;
+  // ---- vertices ----
+  // Vertex order: as built from arrays (build.hpp), else all masses, then all fixes.
+  int num_vertices() const {
+    return vertices_.empty() ? num_masses() + num_fixes() : static_cast<int>(vertices_.size());
+  }
+  Connector vertex(int i) const {
+    if (!vertices_.empty()) return vertices_[i];
+    return i < num_masses() ? Connector{MASS, i, id_} : Connector{FIX, i - num_masses(), id_};
+  }
+  // The connector each vertex became, set once by build_from_arrays (empty otherwise).
+  void set_vertices(std::vector<Connector> vertices) { vertices_ = std::move(vertices); }
+  const std::vector<Connector>& vertices_from_arrays() const { return vertices_; }
+  // Where vertex i is now (a fix: where it is at time(), not its target).
+  VecD vertex_pos(int i) const {
+    const Connector c = vertex(i);
+    return c.type == MASS ? pos(c.nr) : state_.fix_pos[c.nr];
+  }
 
   // Dimension of the unknown vector (D * masses + constraints).
   int num_unknowns() const { return D * num_masses() + static_cast<int>(constraints_.size()); }
@@ -269,6 +178,7 @@ class System {
   void check_connector(const Connector& c, const std::string& item) const;
 
   std::uint64_t id_;
+  std::vector<Connector> vertices_;
   std::vector<double> mass_;
   std::vector<VecD> fix_target_;
   std::vector<Spring> springs_;

@@ -33,20 +33,25 @@ X0, STIFFNESS, MASS = 2.0, 5.0, 0.5
 OMEGA = math.sqrt(STIFFNESS / MASS)
 PERIOD = 2.0 * math.pi / OMEGA
 
-# Core integrator names in the order of the seeds' page, then the implicit second-order ones.
-INTEGRATORS = ("explicit_euler", "symplectic_euler", "rk2", "implicit_euler", "newmark",
-               "generalized_alpha")
-LABELS = {
-    "explicit_euler": "explicit Euler", "symplectic_euler": "symplectic Euler",
-    "rk2": "Runge–Kutta 2", "implicit_euler": "implicit Euler", "newmark": "Newmark",
-    "generalized_alpha": "generalized-α (ρ∞ = 0.8)",
-}
-COLORS = {
-    "explicit_euler": "#d62728", "symplectic_euler": "#ff7f0e", "rk2": "#8c564b",
-    "implicit_euler": "#1f77b4", "newmark": "#2ca02c", "generalized_alpha": "#9467bd",
-}
-EXPECTED_ORDERS = {"explicit_euler": 1, "symplectic_euler": 1, "rk2": 2, "implicit_euler": 1,
-                   "newmark": 2, "generalized_alpha": 2}
+
+def _core():
+    try:
+        import mass_spring
+    except ImportError as ex:
+        sys.exit(f"validate.py: the core 'mass_spring' is not installed ({ex}): run "
+                 "`pip install .` in the repository first")
+    return mass_spring
+
+
+# The core's integrators (mass_spring.INTEGRATOR_INFO), explicit ones first, each group by
+# order of accuracy; the expected orders are the table's.
+_INFO = sorted(_core().INTEGRATOR_INFO, key=lambda info: (not info.explicit, info.order))
+INTEGRATORS = tuple(info.name for info in _INFO)
+LABELS = {info.name: info.label for info in _INFO}
+LABELS["generalized_alpha"] += " (ρ∞ = 0.8)"
+COLORS = dict(zip(INTEGRATORS, ("#ff7f0e", "#d62728", "#8c564b", "#1f77b4", "#2ca02c",
+                                "#9467bd")))
+EXPECTED_ORDERS = {info.name: info.order for info in _INFO}
 
 # (a) positions: the step size of the seeds' page (its constructor), over five periods.
 POSITION_STEP = 0.05
@@ -76,15 +81,6 @@ def exact_energy() -> float:
 
 
 # ----------------------------------------------------------------------------- core runs
-
-def _core():
-    try:
-        import mass_spring
-    except ImportError as ex:
-        sys.exit(f"validate.py: the core 'mass_spring' is not installed ({ex}): run "
-                 "`pip install .` in the repository first")
-    return mass_spring
-
 
 def oscillator(integrator: str, h: float, t_end: float, rho_inf: float = 0.8):
     """The 1-D oscillator in the core, one step per `simulate` call (the state carries over

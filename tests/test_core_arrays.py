@@ -91,3 +91,58 @@ def test_big_mesh_builds_in_one_call_quickly():
                        np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()])])
     s = ms.from_arrays(pos, 0.01, fixed=idx[0], springs=edges, stiffness=100.0)
     assert len(s.masses) == n * n - n and len(s.springs) == len(edges) - (n - 1)
+
+
+def _raw_arrays(n=3):
+    """Arguments of the core's _build_from_arrays, bypassing from_arrays' own checks."""
+    pos = np.array([[float(i), 0.0, 0.0] for i in range(n)])
+    return dict(positions=pos, masses=np.ones(n), fixed=np.zeros(n, bool),
+                velocities=np.zeros_like(pos), springs=np.array([[0, 1]], np.int64),
+                stiffness=np.array([10.0]), rest=np.array([1.0]), damping=np.array([0.0]),
+                rope=np.array([False]), constraints=np.zeros((0, 2), np.int64),
+                clength=np.zeros(0))
+
+
+def _build_raw(**changes):
+    args = _raw_arrays()
+    args.update(changes)
+    return ms.MassSpringSystem3d._build_from_arrays(*args.values())
+
+
+def test_raw_build_matches_from_arrays():
+    s = _build_raw()
+    assert (len(s.masses), len(s.springs)) == (3, 1)
+    assert s.springs[0].c2.nr == 1
+
+
+@pytest.mark.parametrize("index", [3, -1, 10**12])
+def test_core_refuses_a_vertex_index_out_of_range(index):
+    """The core checks indices itself (it used to read out of bounds and crash)."""
+    with pytest.raises(ValueError, match=f"spring 0: vertex index {index} out of range"):
+        _build_raw(springs=np.array([[0, index]], np.int64))
+    with pytest.raises(ValueError, match=f"constraint 0: vertex index {index} out of range"):
+        _build_raw(constraints=np.array([[index, 1]], np.int64), clength=np.array([1.0]))
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("positions", np.zeros((2, 3)), "positions: expected 9 values, got 6"),
+    ("fixed", np.zeros(2, bool), "fixed: expected 3 values, got 2"),
+    ("velocities", np.zeros((4, 3)), "velocities: expected 9 values, got 12"),
+    ("springs", np.array([[0, 1], [1, 2]], np.int64), "springs: expected 2 values, got 4"),
+    ("rest", np.ones(2), "rest_length: expected 1 values, got 2"),
+    ("damping", np.ones(0), "damping: expected 1 values, got 0"),
+    ("rope", np.zeros(3, bool), "rope: expected 1 values, got 3"),
+    ("clength", np.ones(1), "constraints: expected 2 values, got 0"),
+])
+def test_core_refuses_arrays_whose_sizes_disagree(name, value, message):
+    with pytest.raises(ValueError, match=message):
+        _build_raw(**{name: value})
+
+
+def test_core_validates_the_values_it_builds():
+    with pytest.raises(ValueError, match="Mass 1: mass must be positive"):
+        _build_raw(masses=np.array([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="Spring 0: stiffness must be >= 0"):
+        _build_raw(stiffness=np.array([-1.0]))
+    with pytest.raises(ValueError, match="Spring 0: both ends are the same connector"):
+        _build_raw(springs=np.array([[1, 1]], np.int64))

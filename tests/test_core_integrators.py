@@ -78,3 +78,26 @@ def test_numerical_damping_rate(rho_inf, per_period):
     # DESIGN.md's rates are the spectral radius of the step (|z|^40 per period).
     ratio = period_energy_ratio(rho_inf, periods=200)
     assert ratio == pytest.approx(per_period, abs=1e-5 if rho_inf > 0 else 2e-4)
+
+
+def test_the_integrator_table_is_the_one_list():
+    """mass_spring.INTEGRATORS keeps its order (the add-on's enum follows it; .blend files
+    store the names in capitals), and every row describes what the core does."""
+    assert ms.INTEGRATORS == tuple(info.name for info in ms.INTEGRATOR_INFO)
+    assert ms.INTEGRATORS == ("generalized_alpha", "newmark", "implicit_euler",
+                              "symplectic_euler", "explicit_euler", "rk2")
+    for info in ms.INTEGRATOR_INFO:
+        assert info.label and info.description and info.order in (1, 2)
+        mss = oscillator(info.name)
+        assert mss.integrator == info.name
+        rod = ms.MassSpringSystem3d()
+        a, b = rod.add(ms.Fix([0, 0, 0])), rod.add(ms.Mass(1.0, [1, 0, 0]))
+        rod.add(ms.DistanceConstraint(1.0, (a, b)))
+        rod.set_integrator(info.name)
+        if info.explicit:
+            with pytest.raises(ValueError, match="cannot enforce DistanceConstraints"):
+                rod.simulate(0.01, 1)
+        else:
+            rod.simulate(0.01, 1)
+    with pytest.raises(ValueError, match="choose one of generalized_alpha, newmark"):
+        ms.MassSpringSystem3d().set_integrator("leapfrog")

@@ -6,10 +6,13 @@ from numpy arrays in one call for big meshes.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ._core import (  # noqa: F401  (re-exported API)
     FIX,
+    INTEGRATOR_TABLE,
     MASS,
     MULTIGRID_MIN_MASSES,
     Chain,
@@ -25,19 +28,24 @@ from ._core import (  # noqa: F401  (re-exported API)
 
 LINEAR_SOLVERS = ("auto", "direct", "multigrid")
 
-INTEGRATORS = (
-    "generalized_alpha",
-    "newmark",
-    "implicit_euler",
-    "symplectic_euler",
-    "explicit_euler",
-    "rk2",
-)
+
+class IntegratorInfo(NamedTuple):
+    """One row of the core's integrator table (native/integrators.hpp)."""
+
+    name: str  # for set_integrator
+    label: str  # for a user interface
+    description: str  # one line
+    explicit: bool  # explicit methods cannot enforce DistanceConstraints
+    order: int  # order of accuracy
+
+
+INTEGRATOR_INFO = tuple(IntegratorInfo(*row) for row in INTEGRATOR_TABLE)
+INTEGRATORS = tuple(info.name for info in INTEGRATOR_INFO)
 
 __all__ = [
     "FIX", "MASS", "MULTIGRID_MIN_MASSES", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring",
-    "INTEGRATORS", "LINEAR_SOLVERS", "from_arrays",
+    "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "from_arrays",
 ]
 
 

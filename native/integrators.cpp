@@ -6,9 +6,26 @@
 #include <limits>
 #include <sstream>
 
+#include "integrators.hpp"
 #include "system.hpp"
 
 namespace ms {
+
+const IntegratorInfo& integrator_info(IntegratorKind k) {
+  for (const IntegratorInfo& info : kIntegrators)
+    if (info.kind == k) return info;
+  throw std::logic_error("integrator missing from kIntegrators");
+}
+
+IntegratorKind integrator_from_name(const std::string& name) {
+  if (name == "alpha") return IntegratorKind::GeneralizedAlpha;
+  std::string names;
+  for (const IntegratorInfo& info : kIntegrators) {
+    if (name == info.name) return info.kind;
+    names += (names.empty() ? "" : ", ") + std::string(info.name);
+  }
+  throw InputError("unknown integrator '" + name + "'; choose one of " + names);
+}
 
 namespace {
 
@@ -83,9 +100,9 @@ void System<D>::make_consistent(const FixPath<D>& path, double h) {
   state_.aux = state_.acc;
   // Generalized-alpha is second order in every variable only if its auxiliary
   // acceleration starts at acc(0) + (am - af) h jerk(0) (Arnold & Bruls 2007); with
-  // aux = acc(0) the positions of constrained systems lose accuracy (measured: order
-  // 1.4 instead of 2 at rho_inf = 0). The jerk is a difference quotient over one step
-  // of a Taylor move: its O(h) error enters aux at O(h^2).
+  // aux = acc(0) the positions of constrained systems lose an order of accuracy
+  // (test_constrained_positions_converge_at_second_order). The jerk is a difference
+  // quotient over one step of a Taylor move: its O(h) error enters aux at O(h^2).
   if (h > 0 && integrator == IntegratorKind::GeneralizedAlpha) {
     const AlphaParameters p = AlphaParameters::generalized(rho_inf);
     if (p.am != p.af) {
@@ -102,8 +119,9 @@ void System<D>::make_consistent(const FixPath<D>& path, double h) {
 template <int D>
 bool System<D>::reproject_accelerations() const {
   if (constraints_.empty()) return false;
-  // Newmark (rho_inf = 1) and generalized-alpha close to it: measured on the double
-  // pendulum, rho_inf = 0.99 and 1 blow up after seconds, 0.97 and below stay stable.
+  // Newmark (rho_inf = 1) and generalized-alpha close to it, whose multipliers otherwise
+  // grow on a double pendulum within seconds (test_undamped_alpha_stays_stable_on_long_
+  // constrained_runs, test_double_pendulum_with_rho_one_keeps_energy_bounded_and_rods_rigid).
   return integrator == IntegratorKind::Newmark ||
          (integrator == IntegratorKind::GeneralizedAlpha && rho_inf > 0.95);
 }
@@ -167,22 +185,18 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   // last acceleration, is far off in stiff springs: their fast modes ring at the step
   // rate with accelerations that flip sign every step, and bq times that error is a
   // position error of hundreds of amplitudes, where the springs are far from their
-  // linearization. Measured: the first Newton error drops 100x on a hanging 65x65 sheet,
-  // and a 129x129 sheet pinned along one edge, which stalled Newton after 0.05 s
-  // (halving steps up to 29 times), runs with 5 iterations per step.
+  // linearization; from q + h v, Newton starts within their reach on fine sheets.
   VectorXd acc = (s.q + h * s.v - step.q_pred) / step.bq, lam = s.lam;
   VectorXd q1, v1, F, g, R(num_unknowns()), delta;
   // Projected, damped Newton. The Newton matrix leaves out the destabilizing parts of the
-  // geometric stiffness (compressed springs, pushing rods), which keeps it definite:
-  // crumpling cloth no longer sends Newton wandering (measured on a 129x129 quad sheet:
-  // 13-39 s per frame with step halvings before, 10-13 s without). Where nothing is
-  // compressed it is the exact Jacobian. When a full step still increases the error
-  // (from the fourth iteration on: the first ones may overshoot on the way to
+  // geometric stiffness (compressed springs, pushing rods), which keeps it definite, so
+  // that crumpling cloth does not send Newton wandering (test_crumpling_sheet_*). Where
+  // nothing is compressed it is the exact Jacobian. When a full step still increases the
+  // error (from the fourth iteration on: the first ones may overshoot on the way to
   // convergence), the step is halved once. Only once: the error is the largest force
   // residual, which on fine sheets sits in stiff springs and can grow while the iterate
-  // gets closer; halving up to 4 times stalled a 257x257 sheet for 5-20 iterations at a
-  // time (257x257 corners: 1.1-1.5 s per step, 0.75 s with one halving; a pendulum
-  // stepped at 1e-7 s still needs the one, see test_newton_converges_for_any_step_size).
+  // gets closer, so that more halvings stall Newton; a pendulum stepped at 1e-7 s still
+  // needs the one (test_newton_converges_for_any_step_size).
   VectorXd acc_prev = acc, lam_prev = lam;
   double err_prev = std::numeric_limits<double>::infinity(), fraction = 1.0;
   double correction_err = std::numeric_limits<double>::infinity();
@@ -218,12 +232,11 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     }
     // The force residual overstates the error in stiff springs: there a force residual R
     // is an acceleration error of only R / (m + bq k), and bq k / m grows with mesh
-    // refinement (x16 from 33x33 to 129x129 at the same cloth), which made Newton iterate
-    // down to round-off on fine meshes. So the step is also accepted when the last full
-    // Newton correction, which is the size of the previous iterate's error, was within
-    // the force tolerance as m da + G^T dlam, and the residual went down since: the
-    // current iterate is closer still. Measured: 129x129 corner sheet 8 -> 6 Newton
-    // iterations per step, 141 -> 104 ms; 33x33 unchanged.
+    // refinement, so that on fine meshes the residual alone would keep Newton iterating
+    // down to round-off. So the step is also accepted when the last full Newton
+    // correction, which is the size of the previous iterate's error, was within the force
+    // tolerance as m da + G^T dlam, and the residual went down since: the current iterate
+    // is closer still (test_fine_sheet_velocities_stay_within_the_acceleration_tolerance).
     const bool small_correction = correction_err <= 1.0 && err < err_prev;
     if (err <= 1.0 || (constraint_err <= 1.0 && small_correction)) {
       state_.q = q1;
@@ -249,11 +262,8 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     lam_prev = lam;
     fraction = 1.0;
     // Inexact Newton: the linear systems are solved to a relative residual of 1e-2. This
-    // Newton contracts the error by ~20-300x per iteration where springs are compressed
-    // (see above), so solving more accurately buys little. Measured on hanging sheets
-    // (65x65 and 129x129, multigrid): 1e-2 instead of 1e-3 halves the Krylov iterations
-    // for at most 0.1 more Newton iterations per step, 15-25 % less time; 3e-2 costs 2-3
-    // more Newton iterations, and 1e-1 stalls.
+    // Newton contracts the error by 20x or more per iteration, so solving more accurately
+    // buys little and costs Krylov iterations; much looser (1e-1) stalls Newton.
     const double linear_tol = 1e-2;
     if (!lin_.solve(-R, delta, linear_tol, &lam)) {
       why = "the Newton matrix is singular";

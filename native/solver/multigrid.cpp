@@ -17,11 +17,9 @@ constexpr int kMaxLevels = 12;
 constexpr double kStrength = 0.08;      // a neighbour is strong above this relative coupling
 constexpr int kPowerIterations = 12;    // spectral radius estimate for the smoothing weight
 // A multiply-add of a sparse matrix product (index lookups, accumulation, sorting) costs
-// about 4 of a V-cycle's streamed ones. Measured on hanging sheets of 33x33 to 257x257: a
-// setup takes the time of 35-57 V-cycles, where its plain multiply-add count says 14-15
-// (42-43 with this weight). The solver weighs a setup against the Krylov iterations it
-// would save: counted at face value, 257x257 sheets rebuilt their hierarchy almost every
-// step (1.1 s per step; 0.8 s with the weight).
+// about 4 of a V-cycle's streamed ones: with this weight the setup's flop count matches
+// its time. The solver weighs a setup against the Krylov iterations it would save, so an
+// undercounted setup would be rebuilt too often.
 constexpr double kProductFlopCost = 4.0;
 
 // Rigid-body modes of the nodes: D translations and D(D-1)/2 rotations about the

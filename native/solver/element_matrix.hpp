@@ -4,9 +4,9 @@
 //     blocks of its ends and -W in the two off-diagonal ones,
 //   - each rod's gradient (its row of G, and of G^T in its multiplier's column).
 //
-// Why: assembly writes it sequentially, and the Krylov method multiplies by it directly.
-// For a 129x129 sheet that reads 5 MB per product instead of the 16 MB of the compressed
-// sparse matrix, and assembly no longer scatters into those 16 MB every Newton iteration.
+// Why: assembly writes it sequentially, and the Krylov method multiplies by it directly,
+// reading about a third of the memory of the compressed sparse matrix, which assembly
+// then need not scatter into every Newton iteration.
 // The compressed matrix is scattered from it only when a factorization or a multigrid
 // hierarchy needs it. `scatter` emits the entries in an order fixed by the topology, so
 // the pattern recorded once maps every later value to its slot.

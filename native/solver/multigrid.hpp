@@ -1,9 +1,8 @@
 // Smoothed-aggregation algebraic multigrid (Vanek, Mandel & Brezina 1996) as the
 // preconditioner of the Newton matrix of big spring networks without rods.
 //
-// Why: an LDL^T factor of a 2D sheet fills in superlinearly (a 129x129 sheet: ~0.4 s per
-// factorization, ~20 ms per solve, and stale factors need many Krylov iterations as the
-// cloth swings). A V-cycle costs a few matrix-vector products, and with the rigid-body
+// Why: an LDL^T factor of a 2D sheet fills in superlinearly, and stale factors need many
+// Krylov iterations as the cloth swings. A V-cycle costs a few matrix-vector products, and with the rigid-body
 // modes as near-null space its convergence rate does not depend on the mesh size, so a
 // step costs O(unknowns).
 //
@@ -38,11 +37,10 @@ class SmoothedAggregation {
   // The finest level's smoother from new values of A, given as the elements it was
   // assembled from (same topology as at compute(), no rods); the coarse levels stay. Why:
   // as cloth swings, the springs turn and the hierarchy goes stale, but nearly all of the
-  // extra Krylov iterations that costs come from the finest smoother (129x129 corner
-  // sheet, 24 steps: 453 iterations stale, 378 renewing the smoother before every solve,
-  // 372 with a new hierarchy every solve), and this costs one pass over the elements
-  // (about half a V-cycle) instead of a setup (35-57 V-cycles). The solver renews once per
-  // time step (405 iterations), which costs less. False if a diagonal block is singular.
+  // extra Krylov iterations that costs come from the finest smoother, and renewing it
+  // costs one pass over the elements (about half a V-cycle) instead of a setup (tens of
+  // V-cycles). The solver renews it once per time step. False if a diagonal block is
+  // singular.
   bool refresh_smoother(const ElementMatrix& elements);
 
   int num_levels() const { return static_cast<int>(levels_.size()); }

@@ -1,0 +1,201 @@
+// Assembly: the forces F = f - G^T lam, the constraint values g and the Newton matrix of
+// System<D>, summed element by element from the force laws of laws.hpp; and the matrix's
+// sparsity pattern, set up once per topology.
+#include <algorithm>
+#include <vector>
+
+#include "laws.hpp"
+#include "system.hpp"
+
+namespace ms {
+
+namespace {
+
+struct TripletSink {
+  std::vector<Eigen::Triplet<double>>* out;
+  void add(int r, int c, double v) { out->emplace_back(r, c, v); }
+};
+
+}  // namespace
+
+// One pass over all elements computing F = f - G^T lam, g, and (into `matrix`, in element
+// form) the matrix
+//     cM * M - cK * dF/dq - cV * dF/dv     in the mass rows and columns,
+//     G^T in the multiplier columns, G in the multiplier rows, 0 on their diagonal.
+template <int D>
+void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
+                         double cV, VectorXd* F, VectorXd* g, ElementMatrix* matrix) const {
+  const int nm = num_masses();
+  if (F) F->setZero(D * nm);
+  if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
+  const int nc = static_cast<int>(constraints_.size());
+  if (matrix) {
+    int pairs = nc;  // springs between two fixes have no matrix entries
+    for (const Spring& s : springs_) pairs += s.c[0].type == MASS || s.c[1].type == MASS;
+    matrix->resize(D, nm, pairs, nc);
+  }
+  auto node = [](const Connector& c) { return c.type == MASS ? c.nr : -1; };
+  int pair = 0;
+  if (F) element_force_scale_ = 0.0;
+  auto add_force = [&](const std::array<Connector, 2>& c, const VecD& fa) {
+    if (!F) return;
+    element_force_scale_ = std::max(element_force_scale_, fa.cwiseAbs().maxCoeff());
+    if (c[0].type == MASS) F->template segment<D>(D * c[0].nr) += fa;
+    if (c[1].type == MASS) F->template segment<D>(D * c[1].nr) -= fa;
+  };
+
+  for (int i = 0; i < nm; ++i) {
+    if (F) {
+      F->template segment<D>(D * i) += mass_[i] * gravity;
+      element_force_scale_ = std::max(element_force_scale_, mass_[i] * gravity.cwiseAbs().maxCoeff());
+    }
+    if (matrix) matrix->set_mass(i, cM * mass_[i]);
+  }
+
+  for (const Spring& s : springs_) {
+    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
+    const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
+    const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
+    const ElementForce<D> e = spring_force<D>(s, d, dv, definite_newton_);
+    add_force(s.c, e.f);
+    if (matrix) matrix->set_pair(pair, node(s.c[0]), node(s.c[1]), cK * e.A + cV * e.B);
+    ++pair;
+  }
+
+  for (int j = 0; j < nc; ++j) {
+    const DistanceConstraint& dc = constraints_[j];
+    const VecD d = kin.pos(dc.c[1]) - kin.pos(dc.c[0]);
+    const RodTerms<D> rod = rod_terms<D>(dc.length, d, lam(j), definite_newton_);
+    if (g) (*g)(j) = rod.g;
+    add_force(dc.c, rod.force.f);  // -G^T lam: pulls a toward b when lam > 0
+    if (matrix) {
+      matrix->set_pair(pair, node(dc.c[0]), node(dc.c[1]), MatD(cK * rod.force.A));
+      matrix->set_rod(j, rod.grad);
+    }
+    ++pair;
+  }
+}
+
+template <int D>
+void System<D>::forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F,
+                       VectorXd& g) const {
+  assemble(kin, lam, 0.0, 0.0, 0.0, &F, &g, nullptr);
+}
+
+template <int D>
+void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM,
+                                  double cK, double cV, VectorXd& F, VectorXd& g,
+                                  NewtonLinearSolver& target) {
+  ensure_pattern();
+  assemble(kin, lam, cM, cK, cV, &F, &g, &target.elements);
+  target.matrix_changed();
+  target.coordinates = kin.q;
+}
+
+template <int D>
+void System<D>::evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
+                         VectorXd& F, VectorXd& g) const {
+  const FixPath<D> path = resting_path();
+  forces(kinematics(q, v, path, state_.time), lam, F, g);
+}
+
+template <int D>
+void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
+                         std::vector<Eigen::Triplet<double>>& d_qlam,
+                         std::vector<Eigen::Triplet<double>>& d_v) const {
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(q, v, path, state_.time);
+  const int row_lam = D * num_masses();
+  // cK = -1 yields +dF/dq; the multiplier columns hold G^T = -dF/dlam.
+  std::vector<Eigen::Triplet<double>> raw;
+  TripletSink sink{&raw};
+  ElementMatrix matrix;
+  const bool definite = definite_newton_;
+  definite_newton_ = false;  // the exact derivatives
+  assemble(kin, lam, 0.0, -1.0, 0.0, nullptr, nullptr, &matrix);
+  matrix.scatter(sink);
+  d_qlam.clear();
+  for (const auto& t : raw) {
+    const bool flip = t.row() < row_lam && t.col() >= row_lam;
+    d_qlam.emplace_back(t.row(), t.col(), flip ? -t.value() : t.value());
+  }
+  raw.clear();
+  assemble(kin, lam, 0.0, 0.0, -1.0, nullptr, nullptr, &matrix);
+  matrix.scatter(sink);
+  d_v.clear();
+  for (const auto& t : raw)
+    if (t.row() < row_lam && t.col() < row_lam) d_v.push_back(t);
+  definite_newton_ = definite;
+}
+
+template <int D>
+double System<D>::length_scale() {
+  ensure_pattern();
+  return length_scale_;
+}
+
+template <int D>
+void System<D>::ensure_pattern() {
+  if (pattern_ready_) return;
+  // Length scale for the Newton tolerance: the mean element length, else the extent.
+  double sum = 0;
+  int count = 0;
+  for (const Spring& s : springs_)
+    if (s.length > 0) sum += s.length, ++count;
+  for (const DistanceConstraint& c : constraints_) sum += c.length, ++count;
+  if (count > 0) {
+    length_scale_ = sum / count;
+  } else {
+    VecD lo = VecD::Constant(1e300), hi = VecD::Constant(-1e300);
+    for (int i = 0; i < num_masses(); ++i) lo = lo.cwiseMin(pos(i)), hi = hi.cwiseMax(pos(i));
+    for (const VecD& p : state_.fix_pos) lo = lo.cwiseMin(p), hi = hi.cwiseMax(p);
+    length_scale_ = (num_masses() + num_fixes() > 1) ? (hi - lo).norm() : 0.0;
+  }
+  if (!(length_scale_ > 0)) length_scale_ = 1.0;
+  max_stiffness_ = 0.0;
+  for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
+
+  ElementMatrix pattern;
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  VectorXd lam = VectorXd::Zero(static_cast<Eigen::Index>(constraints_.size()));
+  assemble(kin, lam, 1.0, 1.0, 1.0, nullptr, nullptr, &pattern);
+  double max_mass = 0;
+  for (double m : mass_) max_mass = std::max(max_mass, m);
+  // The constraint block of the scaled Newton matrix has the size of 1/mass.
+  const double delta = 1e-8 / std::max(max_mass, 1e-300);
+  if (!constraints_.empty()) consistency_lin_.set_pattern(pattern, delta);
+  lin_.set_pattern(pattern, delta);
+  lin_.use_multigrid(0);
+  if (linear_solver_ == "multigrid" && !constraints_.empty())
+    throw InputError("linear_solver 'multigrid' cannot handle DistanceConstraints (rigid "
+                     "rods); use 'auto' or 'direct'");
+  if (constraints_.empty() &&
+      (linear_solver_ == "multigrid" ||
+       (linear_solver_ == "auto" && num_masses() >= kMultigridMinMasses)))
+    lin_.use_multigrid(D);
+  pattern_ready_ = true;
+}
+
+
+// The members defined in this file; the class is instantiated in system.cpp.
+#define MS_INSTANTIATE(D)                                                                  \
+  template void System<D>::assemble(const Kinematics&, const VectorXd&, double, double,    \
+                                    double, VectorXd*, VectorXd*, ElementMatrix*) const;   \
+  template void System<D>::forces(const Kinematics&, const VectorXd&, VectorXd&,           \
+                                  VectorXd&) const;                                        \
+  template void System<D>::forces_and_matrix(const Kinematics&, const VectorXd&, double,   \
+                                             double, double, VectorXd&, VectorXd&,         \
+                                             NewtonLinearSolver&);                         \
+  template void System<D>::evaluate(const VectorXd&, const VectorXd&, const VectorXd&,     \
+                                    VectorXd&, VectorXd&) const;                           \
+  template void System<D>::jacobian(const VectorXd&, const VectorXd&, const VectorXd&,     \
+                                    std::vector<Eigen::Triplet<double>>&,                  \
+                                    std::vector<Eigen::Triplet<double>>&) const;           \
+  template double System<D>::length_scale();                                              \
+  template void System<D>::ensure_pattern();
+MS_INSTANTIATE(2)
+MS_INSTANTIATE(3)
+#undef MS_INSTANTIATE
+
+}  // namespace ms

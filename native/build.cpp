@@ -1,0 +1,94 @@
+#include "build.hpp"
+
+#include <string>
+#include <vector>
+
+namespace ms {
+
+namespace {
+
+void require_size(std::size_t size, std::size_t expected, const std::string& what) {
+  if (size != expected)
+    throw InputError(what + ": expected " + std::to_string(expected) + " values, got " +
+                     std::to_string(size));
+}
+
+// The connectors of edge e of `pairs` (vertex indices, two per edge).
+template <int D>
+std::array<Connector, 2> edge_ends(const System<D>& system, const ArrayView<long long>& pairs,
+                                   std::size_t e, const std::string& item) {
+  std::array<Connector, 2> ends;
+  for (int k = 0; k < 2; ++k) {
+    const long long i = pairs[2 * e + k];
+    if (i < 0 || i >= system.num_vertices())
+      throw InputError(item + " " + std::to_string(e) + ": vertex index " + std::to_string(i) +
+                       " out of range (there are " + std::to_string(system.num_vertices()) +
+                       " vertices)");
+    ends[k] = system.vertex(static_cast<int>(i));
+  }
+  return ends;
+}
+
+}  // namespace
+
+template <int D>
+void build_from_arrays(System<D>& system, const MeshArrays& a) {
+  if (system.num_vertices() != 0 || !system.springs().empty() ||
+      !system.constraints().empty())
+    throw InputError("build_from_arrays: the system must be empty");
+  const std::size_t N = a.masses.size;
+  require_size(a.positions.size, D * N, "positions");
+  require_size(a.fixed.size, N, "fixed");
+  require_size(a.velocities.size, D * N, "velocities");
+  const std::size_t S = a.stiffness.size;
+  require_size(a.springs.size, 2 * S, "springs");
+  require_size(a.rest_length.size, S, "rest_length");
+  require_size(a.damping.size, S, "damping");
+  require_size(a.rope.size, S, "rope");
+  const std::size_t C = a.constraint_length.size;
+  require_size(a.constraints.size, 2 * C, "constraints");
+
+  std::vector<Connector> vertices(N);
+  std::vector<double> m;
+  std::vector<Vec<D>> p, v;
+  int fixes = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    const Vec<D> x = Eigen::Map<const Vec<D>>(a.positions.data + D * i);
+    if (a.fixed[i]) {
+      system.add_fix(x);
+      vertices[i] = Connector{FIX, fixes++, system.id()};
+    } else {
+      vertices[i] = Connector{MASS, static_cast<int>(m.size()), system.id()};
+      m.push_back(a.masses[i]);
+      p.push_back(x);
+      v.push_back(Eigen::Map<const Vec<D>>(a.velocities.data + D * i));
+    }
+  }
+  system.add_masses(m, p, v);
+  system.set_vertices(std::move(vertices));
+
+  for (std::size_t e = 0; e < S; ++e) {
+    Spring s;
+    s.c = edge_ends(system, a.springs, e, "spring");
+    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
+    s.length = a.rest_length[e];
+    s.stiffness = a.stiffness[e];
+    s.damping = a.damping[e];
+    s.rope = a.rope[e];
+    system.add_spring(s);
+  }
+  std::vector<DistanceConstraint> cs;
+  for (std::size_t e = 0; e < C; ++e) {
+    DistanceConstraint c;
+    c.c = edge_ends(system, a.constraints, e, "constraint");
+    if (c.c[0].type == FIX && c.c[1].type == FIX) continue;
+    c.length = a.constraint_length[e];
+    cs.push_back(c);
+  }
+  system.add_constraints(cs);
+}
+
+template void build_from_arrays<2>(System<2>&, const MeshArrays&);
+template void build_from_arrays<3>(System<3>&, const MeshArrays&);
+
+}  // namespace ms

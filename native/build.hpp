@@ -1,0 +1,42 @@
+// A system from vertex and edge arrays (mass_spring.from_arrays, the add-on's meshes).
+//
+// Vertex order: vertex i becomes a mass, or a fix if it is fixed, and System::vertex(i)
+// says which; springs and constraints name vertices. Elements between two fixed vertices
+// are dropped: they move no mass.
+#pragma once
+
+#include <cstddef>
+
+#include "system.hpp"
+
+namespace ms {
+
+// A read-only array (a numpy array's buffer, a std::vector's data).
+template <class T>
+struct ArrayView {
+  const T* data = nullptr;
+  std::size_t size = 0;
+  const T& operator[](std::size_t i) const { return data[i]; }
+};
+
+// The arrays, flattened row-major: N vertices, S springs, C constraints.
+struct MeshArrays {
+  ArrayView<double> positions;          // N x D
+  ArrayView<double> masses;             // N (ignored for fixed vertices)
+  ArrayView<bool> fixed;                // N
+  ArrayView<double> velocities;         // N x D
+  ArrayView<long long> springs;         // S x 2 vertex indices
+  ArrayView<double> stiffness;          // S
+  ArrayView<double> rest_length;        // S
+  ArrayView<double> damping;            // S
+  ArrayView<bool> rope;                 // S
+  ArrayView<long long> constraints;     // C x 2 vertex indices
+  ArrayView<double> constraint_length;  // C
+};
+
+// Fills an empty system. Every size and index is checked, and every element is validated
+// as by System::add_*: bad input raises InputError (test_core_arrays.py).
+template <int D>
+void build_from_arrays(System<D>& system, const MeshArrays& arrays);
+
+}  // namespace ms

@@ -1,0 +1,52 @@
+// The integrators: one table, the only list of them. Python reads it as
+// mass_spring.INTEGRATORS / INTEGRATOR_INFO, and the add-on builds its enum from it (its
+// identifiers are the names in capitals, stored in .blend files).
+#pragma once
+
+#include <array>
+#include <string>
+
+namespace ms {
+
+enum class IntegratorKind {
+  GeneralizedAlpha,
+  Newmark,
+  ImplicitEuler,
+  SymplecticEuler,
+  ExplicitEuler,
+  RK2,
+};
+
+struct IntegratorInfo {
+  IntegratorKind kind;
+  const char* name;         // for set_integrator
+  const char* label;        // for a user interface
+  const char* description;  // one line
+  bool is_explicit;         // explicit methods cannot enforce DistanceConstraints
+  int order;                // order of accuracy
+};
+
+inline constexpr std::array<IntegratorInfo, 6> kIntegrators{{
+    {IntegratorKind::GeneralizedAlpha, "generalized_alpha", "Generalized-α",
+     "Implicit, second order, numerical damping of high frequencies set by ρ∞ (recommended)",
+     false, 2},
+    {IntegratorKind::Newmark, "newmark", "Newmark",
+     "Implicit trapezoidal rule (generalized-α with ρ∞ = 1): no numerical damping", false, 2},
+    {IntegratorKind::ImplicitEuler, "implicit_euler", "Implicit Euler",
+     "Implicit, first order, strongly damped: robust for very stiff structures", false, 1},
+    {IntegratorKind::SymplecticEuler, "symplectic_euler", "Symplectic Euler",
+     "Explicit, first order, cheap; needs small steps; cannot handle rigid edges", true, 1},
+    {IntegratorKind::ExplicitEuler, "explicit_euler", "Explicit Euler",
+     "Explicit, first order, gains energy: for comparison only; cannot handle rigid edges",
+     true, 1},
+    {IntegratorKind::RK2, "rk2", "Runge–Kutta 2",
+     "Explicit, second order; needs small steps; cannot handle rigid edges", true, 2},
+}};
+
+const IntegratorInfo& integrator_info(IntegratorKind k);
+inline bool is_explicit(IntegratorKind k) { return integrator_info(k).is_explicit; }
+inline std::string integrator_name(IntegratorKind k) { return integrator_info(k).name; }
+// By table name, or "alpha" for generalized-alpha; InputError for an unknown name.
+IntegratorKind integrator_from_name(const std::string& name);
+
+}  // namespace ms
