@@ -122,8 +122,7 @@ void bind_list(py::module_& m, const std::string& name) {
 }
 
 template <int D>
-py::dict state_to_dict(System<D>& s) {
-  const State<D>& st = s.checkpoint();
+py::dict state_to_dict(const System<D>& s, const State<D>& st) {
   const auto n = static_cast<py::ssize_t>(s.num_masses());
   VectorXd fixes(D * s.num_fixes());
   for (int k = 0; k < s.num_fixes(); ++k) fixes.template segment<D>(D * k) = st.fix_pos[k];
@@ -430,8 +429,13 @@ void bind_system(py::module_& m, const std::string& name) {
                              })
       .def_static("_build_from_arrays", &system_from_arrays<D>)
       // -- checkpoint
-      .def("get_state", &state_to_dict<D>,
-           "Everything needed to continue exactly: a dict of numpy arrays and floats.")
+      .def("get_state", [](const S& s) { return state_to_dict(s, s.state()); },
+           "The state: a dict of numpy arrays and floats, everything set_state needs to "
+           "continue from here. Reading it changes nothing.")
+      .def("checkpoint", [](S& s) { return state_to_dict(s, s.checkpoint()); },
+           "get_state() as a restart point: also restarts the linear solver's reuse of its "
+           "factor, so that continuing from here and from set_state(checkpoint) into any "
+           "identical system give bit-identical runs.")
       .def("set_state", &state_from_dict<D>, py::arg("state"))
       // -- diagnostics
       .def("kinetic_energy", &S::kinetic_energy)

@@ -61,8 +61,8 @@ class System {
   const State<D>& state() const { return state_; }
   // The state as a restart point: also restarts the linear solvers' factor reuse, the one
   // hidden input of a step, so that continuing from a checkpoint equals continuing from
-  // its restore into any identical system (test_core_state.py). Every other read leaves
-  // the run untouched (test_core_reads.py).
+  // its restore into any identical system (test_core_state.py). It is a command, not a
+  // read: state() and every other read leave the run untouched (test_core_reads.py).
   const State<D>& checkpoint() {
     lin_.invalidate_factor();
     consistency_lin_.invalidate_factor();

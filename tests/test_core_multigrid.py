@@ -119,7 +119,7 @@ def test_multigrid_restart_is_bit_identical():
     s = sheet(16)
     s.linear_solver = "multigrid"
     s.simulate(0.05, 6)
-    saved = s.get_state()
+    saved = s.checkpoint()
     s.simulate(0.05, 6)
     first = s.positions.copy()
     s.set_state(saved)
