@@ -21,32 +21,35 @@ names to them.
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 
+import addon_loader
 import bpy
 import mass_spring
-import numpy as np
 from mass_spring import presets
 
-ADDON_NAME = "mass_spring_baker"
 PIN_GROUP = "pin"
 MASS_GROUP = "mass"
 VISUALS_MODIFIER = "MS Edge Visuals"
 VISUALS_GROUP = "MS Edge Visuals"
 
-# Colours (linear RGB) shared by the Workbench and Cycles materials.
-COLORS = {
-    "MS Spring": (0.85, 0.55, 0.10),
-    "MS Rod": (0.10, 0.25, 0.65),
-    "MS Rope": (0.55, 0.45, 0.35),
-    "MS Mass": (0.75, 0.08, 0.06),
-    "MS Pin": (0.08, 0.08, 0.08),
+# Colours (linear RGB) of the Workbench and Cycles materials. A structure's parts take
+# theirs from the add-on's palette (addon/palette.py), which the viewport overlay uses too;
+# these are the stage around them.
+STAGE_COLORS = {
     "MS Ground": (0.80, 0.80, 0.80),
     "MS Label": (0.03, 0.03, 0.035),
     "MS Frame": (0.30, 0.30, 0.33),
 }
+PART_COLORS = {"MS Spring": "SPRING", "MS Rod": "ROD", "MS Rope": "ROPE", "MS Mass": "MASS",
+               "MS Pin": "PIN"}
+
+
+def color_of(material_name: str, default=(0.8, 0.8, 0.8)) -> tuple:
+    """The linear RGB colour of one of the scenes' materials."""
+    if material_name in PART_COLORS:
+        return tuple(getattr(_addon_module("palette"), PART_COLORS[material_name]))
+    return STAGE_COLORS.get(material_name, default)
 
 
 # ----------------------------------------------------------------------------- mesh helpers
@@ -79,12 +82,8 @@ def structure_object(name: str, structure, *, location=(0.0, 0.0, 0.0), collecti
 
 
 def _addon_module(name: str):
-    """A module of the registered add-on (from the repo or installed as an extension)."""
-    packages = [p for p in sys.modules if p == ADDON_NAME or p.endswith("." + ADDON_NAME)]
-    if not packages or not hasattr(bpy.types.Object, "mass_spring"):
-        raise RuntimeError("the Mass-Spring Baker add-on is not registered: register it "
-                           "before building scenes")
-    return importlib.import_module(f"{packages[0]}.{name}")
+    """A module of the add-on (installed, or registered from the repo by the one loader)."""
+    return addon_loader.addon_module(name)
 
 
 # ----------------------------------------------------------------------------- structures
@@ -150,12 +149,12 @@ def crane(name="Crane", *, levels=6, level_height=0.45, side=0.4, jib_segments=5
     return configure(obj, **settings)
 
 
-INTEGRATORS = ("EXPLICIT_EULER", "SYMPLECTIC_EULER", "RK2", "IMPLICIT_EULER", "NEWMARK",
-               "GENERALIZED_ALPHA")
-INTEGRATOR_LABELS = {
-    "EXPLICIT_EULER": "explicit Euler", "SYMPLECTIC_EULER": "symplectic Euler", "RK2": "RK2",
-    "IMPLICIT_EULER": "implicit Euler", "NEWMARK": "Newmark", "GENERALIZED_ALPHA": "generalized-α",
-}
+# The core's integrators (mass_spring.INTEGRATOR_INFO) as the add-on's enum identifiers,
+# explicit ones first, each group by order of accuracy (as scripts/validate.py plots them).
+_INTEGRATOR_INFO = sorted(mass_spring.INTEGRATOR_INFO,
+                          key=lambda info: (not info.explicit, info.order))
+INTEGRATORS = tuple(info.name.upper() for info in _INTEGRATOR_INFO)
+INTEGRATOR_LABELS = {info.name.upper(): info.label for info in _INTEGRATOR_INFO}
 
 
 def integrator_comparison(name="Spring", *, length=1.0, amplitude=0.4, mass=1.0,
@@ -204,7 +203,7 @@ def material(name, color=None, roughness=0.45, metallic=0.0):
     mat = bpy.data.materials.get(name)
     if mat is not None:
         return mat
-    rgb = color or COLORS.get(name, (0.8, 0.8, 0.8))
+    rgb = color or color_of(name)
     mat = bpy.data.materials.new(name)
     mat.diffuse_color = (*rgb, 1.0)       # Workbench, colour type MATERIAL
     mat.roughness = roughness
@@ -510,7 +509,7 @@ def add_box(name, lo, hi, *, material_name="MS Frame", collection=None):
     mesh = bpy.data.meshes.new(name)
     mesh.from_pydata(verts, [], faces)
     mesh.update()
-    mesh.materials.append(material(material_name, COLORS.get(material_name, (0.3, 0.3, 0.32)),
+    mesh.materials.append(material(material_name, color_of(material_name, (0.3, 0.3, 0.32)),
                                    roughness=0.7))
     obj = bpy.data.objects.new(name, mesh)
     (collection or bpy.context.scene.collection).objects.link(obj)

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import mass_spring as ms
+from mass_spring import presets
 
 
 def lattice():
@@ -84,12 +85,10 @@ def test_array_errors_name_the_vertex_or_edge(kwargs, message):
 
 def test_big_mesh_builds_in_one_call_quickly():
     n = 200
-    x, y = np.meshgrid(np.arange(n, dtype=float), np.arange(n, dtype=float))
-    pos = np.column_stack([x.ravel(), y.ravel(), np.zeros(n * n)])
-    idx = np.arange(n * n).reshape(n, n)
-    edges = np.vstack([np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
-                       np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()])])
-    s = ms.from_arrays(pos, 0.01, fixed=idx[0], springs=edges, stiffness=100.0)
+    sheet = presets.cloth(n, n, spacing=1.0)
+    edges = sheet.edges
+    s = ms.from_arrays(sheet.positions, 0.01, fixed=np.arange(n), springs=edges,
+                       stiffness=100.0)
     assert len(s.masses) == n * n - n and len(s.springs) == len(edges) - (n - 1)
 
 

@@ -3,22 +3,21 @@ import numpy as np
 import pytest
 
 import mass_spring as ms
-from bench_core import grid_springs
+from mass_spring import presets
 
 
 
 def sheet(n, dim=3, k=2000.0, damping=0.01):
     """n x n cloth of 1 kg with structural and shear springs. In 3D it lies flat, pinned at
     two corners, and falls into folds; in 2D, pinned at one corner, it swings."""
-    x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
-    pos = np.column_stack([x.ravel(), y.ravel()] + ([np.zeros(n * n)] if dim == 3 else []))
-    gravity = [0, 0, -9.81] if dim == 3 else [0, -9.81]
-    idx = np.arange(n * n).reshape(n, n)
-    edges = grid_springs(n)
-    fixed = np.zeros(n * n, bool)
-    fixed[[idx[-1, 0], idx[-1, -1]] if dim == 3 else idx[-1, 0]] = True
-    return ms.from_arrays(pos, 1.0 / (n * n), fixed=fixed, springs=edges, stiffness=k,
-                          damping=damping, gravity=gravity)
+    top = [n * (n - 1), n * n - 1] if dim == 3 else [n * (n - 1)]
+    cloth = presets.cloth(n, n, spacing=1.0 / (n - 1), pins=top, total_mass=1.0,
+                          stiffness=k, shear_stiffness=k, damping=damping)
+    if dim == 3:
+        return ms.build_system(cloth)
+    springs = np.vstack([cloth.edges, cloth.shear_pairs])
+    return ms.from_arrays(cloth.positions[:, :2], cloth.vertex_masses(), fixed=cloth.pinned,
+                          springs=springs, stiffness=k, damping=damping, gravity=[0, -9.81])
 
 
 @pytest.mark.parametrize("dim", [2, 3])

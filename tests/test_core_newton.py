@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import mass_spring as ms
-from bench_core import grid, grid_springs
+from mass_spring import presets
+
+from bench_core import grid
 
 
 @pytest.mark.parametrize("solver", ["direct", "multigrid"])
@@ -41,12 +43,9 @@ def test_fine_sheet_velocities_stay_within_the_acceleration_tolerance():
 def crumpling_sheet():
     """A flat 33x33 sheet, pinned along one edge, that falls into folds and swings."""
     n = 33
-    x, y = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n))
-    pos = np.column_stack([x.ravel(), y.ravel(), np.zeros(n * n)])
-    fixed = np.zeros(n * n, bool)
-    fixed[:n] = True
-    mss = ms.from_arrays(pos, 1.0 / (n * n), fixed=fixed, springs=grid_springs(n),
-                         stiffness=2000.0, damping=0.01, gravity=[0, 0, -9.81])
+    sheet = presets.cloth(n, n, spacing=1.0 / (n - 1), pins=range(n), total_mass=1.0,
+                          stiffness=2000.0, shear_stiffness=2000.0, damping=0.01)
+    mss = ms.build_system(sheet)
     mss.linear_solver = "direct"
     return mss
 

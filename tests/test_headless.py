@@ -8,7 +8,6 @@ process *without* the add-on and read the evaluated vertex positions.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
