@@ -39,12 +39,6 @@ def grid_structure(n, total_mass=1.0, k=2000.0, pinned="corners"):
                          total_mass=total_mass, stiffness=k, shear_stiffness=k, damping=0.01)
 
 
-def grid_springs(n):
-    """Structural and shear springs of an n x n grid of vertices numbered row by row."""
-    structure = presets.cloth(n, n)
-    return np.vstack([structure.edges, structure.shear_pairs])
-
-
 def grid(n, total_mass=1.0, k=2000.0, pinned="corners"):
     """The system of `grid_structure`."""
     return ms.build_system(grid_structure(n, total_mass, k, pinned))
@@ -73,7 +67,11 @@ def main():
     ap.add_argument("--curtain", action="store_true",
                     help="also a 129x129 sheet pinned along its top edge, step by step for "
                          "0.1 s: time, Newton iterations, halvings (about 20 s)")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="also write the table into docs/performance.md (section bench_core)")
     args = ap.parse_args()
+    table = ["| structure | unknowns | ms per step (direct / multigrid) | Newton iterations per "
+             "step | the course's reference code |", "|---|---|---|---|---|"]
     steps = 50 if args.quick else 200
     grid_steps = 12 if args.quick else 24
     h = 1.0 / 120.0  # 24 fps, 5 substeps
@@ -83,16 +81,20 @@ def main():
                             ("bridge 20x10, 712 springs", bridge, 1530)):
         t, mss = ms_per_step(make, h, steps)
         print(f"{name:30s} {mss.num_unknowns:8d} {t:9.3f}   ({ref} ms)")
+        table.append(f"| {name} | {mss.num_unknowns} | {t:.3f} | "
+                     f"{newton_per_step(mss):.1f} | {ref} ms |")
 
     # Square grids with each preconditioner of Newton's linear systems ("auto" picks
     # multigrid from ms.MULTIGRID_MIN_MASSES masses on, for systems without rods), hanging
     # from their two top corners and from their whole top edge (a curtain). The corner
     # grids get harder with n: the same weight hangs from two points while the springs get
     # shorter, so the corner springs stretch more. The curtain's strains do not depend on n.
+    exponents = []
     for pinned in ("corners", "edge"):
         sizes, times = [], {"direct": [], "multigrid": []}
         for n in (33, 65, 129):
             sizes.append(n * n)
+            newton = {}
             for solver in times:
                 def make():
                     mss = grid(n, pinned=pinned)
@@ -108,12 +110,18 @@ def main():
                       f"({1e3 * st['factor_seconds']:.0f} ms), {st['krylov_iterations']} "
                       f"GMRES iterations, solves {1e3 * st['solve_seconds']:.0f} ms, over "
                       f"{st['steps']} steps", flush=True)
+                newton[solver] = newton_per_step(mss)
+            table.append(f"| {n}×{n} sheet, structural + shear springs, {PINNED[pinned]} | "
+                         f"{mss.num_unknowns} | {times['direct'][-1]:.2f} / "
+                         f"{times['multigrid'][-1]:.2f} | {newton['direct']:.1f} / "
+                         f"{newton['multigrid']:.1f} | – |")
         auto = [times["multigrid" if s >= ms.MULTIGRID_MIN_MASSES else "direct"][i]
                 for i, s in enumerate(sizes)]
         for name, t in (*times.items(), ("auto", auto)):
             slope = np.polyfit(np.log(sizes), np.log(t), 1)[0]
             print(f"growth exponent of time per step in vertex count, {pinned}, {name}: "
                   f"{slope:.2f} (1 = linear)")
+            exponents.append(f"{PINNED[pinned]}, {name}: n^{slope:.2f}")
         if pinned == "corners":
             corner_multigrid_129 = times["multigrid"][-1]
     if args.big:
@@ -128,8 +136,26 @@ def main():
               f"steps")
         slope = np.log(t / corner_multigrid_129) / np.log(257**2 / 129**2)
         print(f"growth exponent from 129x129 to 257x257, multigrid: {slope:.2f}")
+        table.append(f"| 257×257 sheet, {PINNED['corners']} | {mss.num_unknowns} | – / {t:.1f} | "
+                     f"– / {newton_per_step(mss):.1f} | – |")
+        exponents.append(f"129² to 257², {PINNED['corners']}, multigrid: n^{slope:.2f}")
     if args.curtain:
         curtain(h)
+    if args.write_docs:
+        import perf_doc
+        window = f"{grid_steps} steps of 1/120 s ({grid_steps / 120:.1f} s of falling from rest)"
+        lines = table + ["", f"Sheets: best of three runs, {window}. Growth of the time per "
+                         "step with the vertex count from 33² to 129²: "
+                         + "; ".join(exponents) + "."]
+        print(f"wrote {perf_doc.record_section('bench_core', lines)}")
+
+
+PINNED = {"corners": "hanging from 2 corners", "edge": "hanging from its top edge"}
+
+
+def newton_per_step(mss) -> float:
+    st = mss.stats
+    return st["newton_iterations"] / max(st["steps"], 1) if "newton_iterations" in st else float("nan")
 
 
 def curtain(h, n=129, steps=12):
