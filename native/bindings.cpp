@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <memory>
 #include <sstream>
 
@@ -358,6 +359,20 @@ void bind_system(py::module_& m, const std::string& name) {
             if (n < 1) throw InputError("max_newton_iterations must be >= 1");
             s.max_newton_iterations = n;
           })
+      .def_readonly("last_local_error", &S::last_local_error,
+                    "Local position error estimate of the last implicit step (RMS over the "
+                    "masses' coordinates, length units)")
+      .def_property(
+          "tolerance", [](const S& s) { return s.tolerance; },
+          [](S& s, double t) {
+            if (!(std::isfinite(t) && t >= 0 && t < 1))
+              throw InputError("tolerance must lie in [0, 1) (0: fixed steps), got " +
+                               std::to_string(t));
+            s.tolerance = t;
+          },
+          "Error control: 0 (the default) takes the steps simulate() is given; > 0 takes "
+          "steps up to tend/steps sized so the local error stays within tolerance x the "
+          "structure's size")
       .def_property(
           "max_halvings", [](const S& s) { return s.max_halvings; },
           [](S& s, int n) {
@@ -458,6 +473,8 @@ void bind_system(py::module_& m, const std::string& name) {
                                py::dict d;
                                d["steps"] = s.total_steps;
                                d["halved_steps"] = s.halved_steps;
+                               d["rejected_steps"] = s.rejected_steps;
+                               d["newton_iterations"] = s.newton_iterations;
                                d["factorizations"] = s.newton_solver().factorizations;
                                d["krylov_iterations"] = s.newton_solver().krylov_iterations;
                                d["lu_fallbacks"] = s.newton_solver().lu_fallbacks;

@@ -176,10 +176,10 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   // acceleration by default), so that force errors do not pile up in the velocities over
   // many small steps. Round-off bounds both from below. In stiff springs the size of the
   // Newton correction stands in for the force residual (see below).
-  const double pos_tol = newton_tol * length_scale_;
+  const double pos_tol = newton_tolerance() * length_scale_;
   const double a_ref = std::max({gravity.norm(), s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0,
                                  1e-3 * length_scale_});
-  const double acc_tol = 1e3 * newton_tol * std::min(a_ref, length_scale_ / step.bq);
+  const double acc_tol = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
   const int nc = static_cast<int>(constraints_.size());
   // Initial guess: the acceleration that puts the masses at q + h v. The usual guess, the
   // last acceleration, is far off in stiff springs: their fast modes ring at the step
@@ -239,6 +239,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     // is closer still (test_fine_sheet_velocities_stay_within_the_acceleration_tolerance).
     const bool small_correction = correction_err <= 1.0 && err < err_prev;
     if (err <= 1.0 || (constraint_err <= 1.0 && small_correction)) {
+      last_local_error = local_error_estimate(s.acc, acc, h);
       state_.q = q1;
       state_.v = v1;
       state_.aux = step.c * acc + step.w;
@@ -246,6 +247,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       state_.lam = lam;
       state_.time = t1;
       last_newton_iterations = it;
+      newton_iterations += it;
       if (reproject_accelerations()) make_consistent(path, 0.0);
       return true;
     }
@@ -353,6 +355,86 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
 }
 
 template <int D>
+double System<D>::newton_tolerance() const {
+  // Under error control Newton stops where its error is a tenth of the step's allowed
+  // local error: the force criterion below admits position errors of 1e3 newton_tol.
+  return tolerance > 0 ? std::max(newton_tol, 1e-4 * tolerance) : newton_tol;
+}
+
+template <int D>
+double System<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc1,
+                                       double h) const {
+  double coefficient = 0.5;  // implicit Euler: against the trapezoidal rule
+  if (integrator == IntegratorKind::Newmark) coefficient = 0.25 - 1.0 / 6.0;
+  if (integrator == IntegratorKind::GeneralizedAlpha)
+    coefficient = AlphaParameters::generalized(rho_inf).beta - 1.0 / 6.0;
+  const Eigen::Index n = acc1.size();
+  if (n == 0) return 0.0;
+  const double rms = (acc1 - acc0).norm() / std::sqrt(static_cast<double>(n));
+  return std::abs(coefficient) * h * h * rms;
+}
+
+template <int D>
+bool System<D>::energy_kept(double energy_before, double energy_scale) const {
+  return kinetic_energy() + potential_energy() <= energy_before + tolerance * energy_scale;
+}
+
+template <int D>
+void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>& path) {
+  // Energy can only be checked where the physics cannot add any: fixes at rest.
+  const bool check_energy = !path.moving;
+  double energy_scale = 0;
+  for (int i = 0; i < num_masses(); ++i) energy_scale += mass_[i] * gravity.norm() * length_scale_;
+  double h = step_proposal_ > 0 ? std::min(step_proposal_, h_max) : h_max;
+  const double h_min = 1e-12 * std::max(h_max, 1.0);
+  while (t_end - state_.time > 1e-12 * h_max) {
+    const double left = t_end - state_.time;
+    const double proposal = h;
+    // The last step lands on t_end; a step that would leave a sliver is split evenly.
+    if (h >= left * (1 - 1e-9)) h = left;
+    else if (h > 0.5 * left) h = 0.5 * left;
+    const State<D> before = state_;
+    const double energy_before = check_energy ? kinetic_energy() + potential_energy() : 0.0;
+    std::string why;
+    const bool solved = implicit_step(h, path, why);
+    const double err = solved ? last_local_error / (tolerance * length_scale_)
+                              : std::numeric_limits<double>::infinity();
+    const bool kept = !solved || !check_energy ||
+                      energy_kept(energy_before, energy_scale + std::abs(energy_before));
+    if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
+      ++total_steps;
+      // The local error is O(h^3): the step that would just meet the tolerance, with a
+      // safety factor, growing at most 2x per step.
+      const double grow = std::clamp(0.9 * std::cbrt(1.0 / std::max(err, 1e-12)), 0.2, 2.0);
+      const double next =
+          std::min(h_max, (h < proposal ? proposal : h) * (h < proposal ? 1.0 : grow));
+      if (left - h <= 1e-12 * h_max) state_.time = t_end;  // exactly, not by round-off
+      h = next;
+      continue;
+    }
+    state_ = before;
+    ++rejected_steps;
+    const double shrink = solved && kept ? std::clamp(0.9 * std::cbrt(1.0 / err), 0.2, 0.9) : 0.25;
+    h *= shrink;
+    // A retry with a smaller step re-excites the index-3 multiplier transient, which
+    // repeated cuts amplify (accelerations ~ 1/h^2): restart from consistent values. An
+    // accepted step's gentle change of size (at most 2x) keeps generalized-alpha's
+    // auxiliary acceleration: restarting there loses energy every change.
+    if (!constraints_.empty()) make_consistent(path, 0.0);
+    if (h < h_min)
+      throw SimulationError(
+          "step from t=" + fmt(state_.time) + " failed at the smallest step size " + fmt(h) +
+          (solved ? std::string(kept ? ": the local error stays above the tolerance"
+                                     : ": the energy keeps growing")
+                  : ": " + why) +
+          ". Likely cures: a larger tolerance, softer springs or more damping, or check the "
+          "input for degenerate geometry");
+  }
+  state_.time = t_end;  // what is left is below round-off of the step sizes
+  step_proposal_ = h;
+}
+
+template <int D>
 void System<D>::simulate(double tend, int steps) {
   if (!(std::isfinite(tend) && tend > 0))
     throw InputError("simulate: tend must be a positive duration, got " + fmt(tend));
@@ -382,6 +464,12 @@ void System<D>::simulate(double tend, int steps) {
   if (!is_explicit(integrator) && !state_.consistent) make_consistent(path, tend / steps);
 
   const double h = tend / steps;
+  if (tolerance > 0 && !is_explicit(integrator)) {
+    advance_controlled(state_.time + tend, h, path);
+    state_.fix_pos = fix_target_;
+    has_stepped_ = true;
+    return;
+  }
   for (int s = 0; s < steps; ++s) {
     advance(h, path, 0);
     ++total_steps;

@@ -210,6 +210,7 @@ void System<D>::set_state(const State<D>& s) {
   fix_target_ = s.fix_pos;
   lin_.invalidate_factor();
   consistency_lin_.invalidate_factor();
+  step_proposal_ = 0.0;  // error control starts afresh from a restored state
   has_stepped_ = true;  // fix writes after a restore mean motion from the restored place
 }
 

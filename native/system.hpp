@@ -87,13 +87,20 @@ class System {
   void set_linear_solver(const std::string& name);
   static constexpr int kMultigridMinMasses = 4000;
   int max_halvings = 12;
+  // Error control (0, the default: off). With tolerance > 0 the implicit integrators take
+  // steps of any size up to tend/steps, chosen so that each step's local error estimate,
+  // as a weighted RMS over the masses, stays within tolerance × length scale and the
+  // total energy does not grow (when no fix moves); the last step ends exactly at tend.
+  double tolerance = 0.0;
 
-  // Advances the state by `tend` seconds in `steps` equal steps.
+  // Advances the state by `tend` seconds in `steps` equal steps (with error control: in
+  // steps no longer than tend / steps).
   void simulate(double tend, int steps);
 
   // ---- diagnostics ----
   int last_newton_iterations = 0;
-  long total_steps = 0, halved_steps = 0;
+  long total_steps = 0, halved_steps = 0, rejected_steps = 0, newton_iterations = 0;
+  double last_local_error = 0.0;  // of the last implicit step, in length units (RMS)
   double kinetic_energy() const;
   double potential_energy() const;
   double max_constraint_violation() const;  // | |p_b - p_a| - L0 |, length units
@@ -175,6 +182,17 @@ class System {
   double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
   void advance(double h, const FixPath<D>& path, int depth);
+  // Error-controlled steps from the current time to t_end, none longer than h_max.
+  void advance_controlled(double t_end, double h_max, const FixPath<D>& path);
+  // Local position error of a step of size h from acceleration acc0 to acc1: the
+  // Zienkiewicz-Xie estimate |beta - 1/6| h^2 (acc1 - acc0) as an RMS over the masses'
+  // coordinates (tests/test_core_error_control.py checks its order against the true error).
+  double local_error_estimate(const VectorXd& acc0, const VectorXd& acc1, double h) const;
+  // Whether the step just taken from `before` kept the energy from growing by more than
+  // the tolerance allows (the physics cannot add energy when no fix moves).
+  bool energy_kept(double energy_before, double energy_scale) const;
+  double newton_tolerance() const;
+  double step_proposal_ = 0.0;  // the controller's next step size, carried between calls
   void check_connector(const Connector& c, const std::string& item) const;
 
   std::uint64_t id_;
