@@ -16,8 +16,9 @@ from bpy.props import (
 
 
 def _blend_relative_path_options() -> dict:
-    """Recent Blenders want file paths to declare that they may start with '//'; older
-    ones don't know the option (and reject it)."""
+    """A file path setting declares that it may start with '//' (relative to the .blend)
+    where Blender has the option PATH_SUPPORTS_BLEND_RELATIVE; Blenders without it reject
+    the option, so it is passed only where it exists."""
     if "is_path_supports_blend_relative" in bpy.types.Property.bl_rna.properties:
         return {"options": {'PATH_SUPPORTS_BLEND_RELATIVE'}}
     return {}
