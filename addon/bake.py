@@ -207,7 +207,8 @@ class BakeJob:
         if transform_is_static(obj):
             # matrix_basis, not matrix_world: a script that just set the location or
             # rotation has not updated matrix_world yet (no depsgraph evaluation), and
-            # without parent or constraints the two are the same.
+            # without parent or constraints the two are the same
+            # (test_transform_set_by_a_script_without_update_is_used).
             self._matrices = [np.array(obj.matrix_basis, dtype=np.float64)] * len(self.frames)
             self._sampled_transforms = 0
         else:

@@ -16,8 +16,9 @@ from bpy.props import (
 
 
 def _blend_relative_path_options() -> dict:
-    """Recent Blenders want file paths to declare that they may start with '//'; older
-    ones don't know the option (and reject it)."""
+    """A file path setting declares that it may start with '//' (relative to the .blend)
+    where Blender has the option PATH_SUPPORTS_BLEND_RELATIVE; Blenders without it reject
+    the option, so it is passed only where it exists."""
     if "is_path_supports_blend_relative" in bpy.types.Property.bl_rna.properties:
         return {"options": {'PATH_SUPPORTS_BLEND_RELATIVE'}}
     return {}
@@ -124,10 +125,10 @@ class MassSpringSettings(bpy.types.PropertyGroup):
         description="Generalized-α spectral radius at infinity: 1 keeps all energy, lower "
                     "values damp high-frequency jitter (0 damps most). Above 0.5, cloth "
                     "falling into folds can gain energy at 5 substeps per frame",
-        # 0.5, not the core's 0.8: measured on 33x33 and 65x65 sheets falling into folds
-        # at 5 substeps, 0.8 gains energy after about 1 s, 0.5 never rises above the start
-        # (tests/test_core_newton.py); a swinging pendulum keeps its energy within 1e-3 at
-        # both (tests/test_validate.py).
+        # 0.5, not the core's 0.8: a sheet falling into folds at 5 substeps per frame gains
+        # energy at 0.8, not at 0.5 (tests/test_core_newton.py, test_crumpling_sheet_*);
+        # a swinging pendulum keeps its energy within 1e-3 m g L at both
+        # (tests/test_validate.py, test_pendulum_keeps_its_rod).
         default=0.5, min=0.0, max=1.0,
     )
     substeps: IntProperty(

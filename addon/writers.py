@@ -17,8 +17,8 @@ Two outputs:
   - between frames two keys cross-fade linearly, which is exactly linear interpolation of
     the positions (motion blur, subframes);
   - Blender skips keys whose value is 0, so playback costs one key per frame;
-  - the same data has worked in every Blender since 2.8, nothing is version specific
-    except how the F-curves are created (slotted actions).
+  - shape keys and value F-curves play in every supported Blender; only how the F-curves
+    are created differs between versions (``new_action_fcurves``: slotted actions).
 * PC2 file + Mesh Cache modifier, first in the stack: compact for big meshes.
 
 Everything the bake adds is listed in an ID property on the object (``BAKE_RECORD``), so

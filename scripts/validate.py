@@ -10,8 +10,8 @@ x(t) = x0 cos ωt), but measured from the compiled core's own output:
 
     python scripts/validate.py [--out DIR] [--json]
 
-No Blender needed: only numpy, matplotlib and the core (``pip install .``). Runs in a few
-seconds. ``measure()`` returns the numbers behind the plots (used by tests/test_validate.py).
+No Blender needed: only numpy, matplotlib and the core (``pip install .``).
+``measure()`` returns the numbers behind the plots (used by tests/test_validate.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ MODULE = "bl_ext.user_default.mass_spring_baker"
 TAG = f"cp{sys.version_info[0]}{sys.version_info[1]}"
 
 
-def _newest_source_mtime() -> float:
+def _addon_sources_mtime() -> float:
+    """When the add-on's files last changed: a zip packed before that is stale."""
     files = [p for p in (REPO / "addon").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     return max(p.stat().st_mtime for p in files)
 
@@ -37,7 +38,7 @@ def _core_sources_mtime() -> float:
 
 
 def _zip_is_usable(path: Path) -> bool:
-    if not path.exists() or path.stat().st_mtime < max(_newest_source_mtime(),
+    if not path.exists() or path.stat().st_mtime < max(_addon_sources_mtime(),
                                                        _core_sources_mtime()):
         return False
     with zipfile.ZipFile(path) as archive:

@@ -57,7 +57,8 @@ def test_every_setting_has_a_tooltip(addon):
 
 def test_solver_defaults_agree_between_the_panel_and_headless_settings(addon):
     """The panel's defaults and SimulationSettings' (used without a panel) are one choice.
-    rho_inf is 0.5, not the core's 0.8: at 0.8 cloth falling into folds gains energy."""
+    rho_inf is 0.5, not the core's 0.8: at 0.8 cloth falling into folds gains energy
+    (tests/test_core_newton.py, test_crumpling_sheet_*)."""
     rna = settings_rna()
     defaults = submodule("simulation").SimulationSettings()
     assert rna.properties["rho_inf"].default == pytest.approx(defaults.rho_inf) == 0.5

@@ -116,7 +116,8 @@ def test_raw_build_matches_from_arrays():
 
 @pytest.mark.parametrize("index", [3, -1, 10**12])
 def test_core_refuses_a_vertex_index_out_of_range(index):
-    """The core checks indices itself (it used to read out of bounds and crash)."""
+    """The core checks indices itself: a caller that bypasses from_arrays' checks gets a
+    ValueError, never an out-of-bounds read."""
     with pytest.raises(ValueError, match=f"spring 0: vertex index {index} out of range"):
         _build_raw(springs=np.array([[0, index]], np.int64))
     with pytest.raises(ValueError, match=f"constraint 0: vertex index {index} out of range"):

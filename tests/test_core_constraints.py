@@ -117,8 +117,10 @@ def double_pendulum(rho_inf):
 @pytest.mark.slow
 @pytest.mark.parametrize("rho_inf", [1.0, 0.99])
 def test_undamped_alpha_stays_stable_on_long_constrained_runs(rho_inf):
-    """Without re-projection the index-3 multipliers oscillate step by step and blow up
-    after 4-12 s of this chaotic double pendulum (measured); with it, energy stays put."""
+    """With rho_inf near 1 the core re-projects accelerations and multipliers after every
+    step, because the undamped index-3 multipliers of this chaotic double pendulum would
+    oscillate step by step and grow without bound: over 30 s the energy stays within 1 %
+    of 2 kg g 1.5 m and the rods hold to 1e-9 m."""
     mss = double_pendulum(rho_inf)
     e0 = mss.energy()
     for _ in range(120):
