@@ -24,7 +24,7 @@ class MassSpringPreferences(bpy.types.AddonPreferences):
 
     show_edge_marks: bpy.props.BoolProperty(
         name="Show Edge Marks",
-        description="Draw rigid edges orange and rope edges cyan in the 3D viewport for the "
+        description="Draw rod (rigid) edges blue and rope edges brown in the 3D viewport for the "
                     "selected objects",
         default=True,
     )

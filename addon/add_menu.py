@@ -10,6 +10,8 @@ import numpy as np
 from bpy.props import EnumProperty, FloatProperty, IntProperty, StringProperty
 
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
+
+STIFFNESS_ATTRIBUTE = "ms_stiffness"
 from .simulation import import_core
 
 PIN_GROUP = "pin"
@@ -24,9 +26,13 @@ def structure_object(name, structure, *, location=(0.0, 0.0, 0.0), collection=No
     The vertices sit in object space (the object at `location`); the mesh has the
     structure's edges in their order, then any other edges of its faces. Pinned vertices go
     into the vertex group `pin_group`, rigid and rope edges get the edge marks; per-vertex
-    masses become the vertex group `mass_group` (weights relative to the heaviest vertex).
-    Stiffness, shear stiffness and damping go to ``obj.mass_spring``.
+    masses become the vertex group `mass_group` (weights relative to the heaviest vertex);
+    per-edge stiffness scales become the float edge attribute ``ms_stiffness``.
+    Stiffness, shear stiffness and damping go to ``obj.mass_spring``, and so do initial
+    velocities, which must be a rigid motion (a velocity plus a spin about the object's
+    origin): the panel has no per-vertex velocities. Anything else raises ValueError.
     """
+    linear, angular = rigid_motion(structure)
     s = structure
     mesh = bpy.data.meshes.new(name)
     mesh.from_pydata(s.positions.tolist(), s.edges.tolist(),
@@ -37,6 +43,11 @@ def structure_object(name, structure, *, location=(0.0, 0.0, 0.0), collection=No
             values = np.zeros(len(mesh.edges), dtype=bool)
             values[:len(marked)] = marked  # the structure's edges come first, in order
             mesh.attributes.new(attribute, 'BOOLEAN', 'EDGE').data.foreach_set("value", values)
+    scaled = not np.all(s.stiffness_scale == 1.0)
+    if scaled:
+        values = np.ones(len(mesh.edges), dtype=np.float32)
+        values[:len(s.edges)] = s.stiffness_scale
+        mesh.attributes.new(STIFFNESS_ATTRIBUTE, 'FLOAT', 'EDGE').data.foreach_set("value", values)
 
     obj = bpy.data.objects.new(name, mesh)
     obj.location = location
@@ -59,7 +70,28 @@ def structure_object(name, structure, *, location=(0.0, 0.0, 0.0), collection=No
     settings.stiffness = s.stiffness
     settings.shear_stiffness = s.shear_stiffness
     settings.damping = s.damping
+    settings.stiffness_attribute = STIFFNESS_ATTRIBUTE if scaled else ""
+    settings.initial_velocity = linear
+    settings.initial_angular_velocity = angular
     return obj
+
+
+def rigid_motion(structure) -> tuple[tuple, tuple]:
+    """(velocity, angular velocity about the origin) whose rigid motion gives every vertex
+    its velocity in `structure`; ValueError if no rigid motion does."""
+    if structure.velocities is None:
+        return (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
+    p, v = structure.positions, structure.velocities
+    # v_i = v0 + w x p_i = v0 - [p_i]x w: least squares for (v0, w).
+    cross = np.zeros((len(p), 3, 3))
+    cross[:, 0, 1], cross[:, 0, 2], cross[:, 1, 2] = p[:, 2], -p[:, 1], p[:, 0]
+    cross[:, 1, 0], cross[:, 2, 0], cross[:, 2, 1] = -p[:, 2], p[:, 1], -p[:, 0]
+    system = np.concatenate([np.tile(np.eye(3), (len(p), 1)), cross.reshape(-1, 3)], axis=1)
+    solution = np.linalg.lstsq(system, v.ravel(), rcond=None)[0]
+    if np.abs(system @ solution - v.ravel()).max() > 1e-9 * (np.abs(v).max() + 1.0):
+        raise ValueError("the structure's initial velocities are not a rigid motion, which "
+                         "is all the Mass–Spring panel can hold")
+    return tuple(solution[:3].tolist()), tuple(solution[3:].tolist())
 
 
 # Preset → (menu label, the redo panel's settings it uses, their defaults).
@@ -101,7 +133,7 @@ def preset_structure(preset: str, p: dict):
                                        angles=(p["angle"], p["angle"] + 30.0), mass=p["mass"])
     if preset == 'BRIDGE':
         return presets.bridge(width=p["count"], height=p["rows"],
-                              spacing=p["size"] / (p["count"] - 1), mass=p["mass"],
+                              spacing=p["size"] / max(p["count"] - 1, 1), mass=p["mass"],
                               stiffness=p["stiffness"], damping=p["damping"])
     if preset == 'SPINNING_TOP':
         return presets.spinning_ring(n=p["count"], radius=p["size"], spin=p["spin"],
@@ -112,7 +144,7 @@ def preset_structure(preset: str, p: dict):
                              damping=p["damping"])
     if preset == 'CLOTH':
         nx, ny = p["count"], p["rows"]
-        return presets.cloth(nx, ny, spacing=p["size"] / (nx - 1), pins=[0, nx - 1],
+        return presets.cloth(nx, ny, spacing=p["size"] / max(nx - 1, 1), pins=[0, nx - 1],
                              total_mass=p["mass"] * nx * ny, stiffness=p["stiffness"],
                              shear_stiffness=p["stiffness"], damping=p["damping"])
     raise ValueError(f"unknown preset {preset!r}")
@@ -168,8 +200,6 @@ class OBJECT_OT_mass_spring_add(bpy.types.Operator):
             obj.select_set(False)
         obj = structure_object(label, structure, location=context.scene.cursor.location.copy(),
                                collection=context.collection)
-        if self.preset == 'SPINNING_TOP':
-            obj.mass_spring.initial_angular_velocity = (0.0, self.spin, 0.0)
         obj.select_set(True)
         context.view_layer.objects.active = obj
         return {'FINISHED'}

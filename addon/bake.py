@@ -380,6 +380,13 @@ def bake_object(scene, obj, *, progress=None, should_cancel=None, budget_seconds
     return job.finish()
 
 
+def enabled_objects(scene) -> list:
+    """The mesh objects of `scene` with Mass–Spring enabled: what a scene's bake bakes."""
+    return [o for o in scene.objects
+            if o.type == 'MESH' and getattr(o, "mass_spring", None) is not None
+            and o.mass_spring.enabled]
+
+
 def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: float = 0.25,
                overrides: dict | None = None) -> list[BakeResult]:
     """Bake every mesh object of `scene` whose Mass–Spring is enabled.
@@ -387,8 +394,7 @@ def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: floa
     All simulations run first; only when every one succeeded are the bakes written.
     `overrides` apply to every object, as in bake_object.
     """
-    objects = [o for o in scene.objects if o.type == 'MESH' and o.mass_spring.enabled]
-    jobs = [BakeJob(scene, o, overrides) for o in objects]
+    jobs = [BakeJob(scene, o, overrides) for o in enabled_objects(scene)]
     for job in jobs:
         _run(job, progress, should_cancel, budget_seconds)
     return [job.finish() for job in jobs]

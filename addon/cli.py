@@ -188,12 +188,10 @@ def select_objects(scene, names: list[str] | None) -> list:
                 raise CommandError(f"no such object: {name!r} in scene {scene.name!r} "
                                    f"(mesh objects: {known or 'none'})")
             if obj.type != "MESH":
-                raise CommandError(f"object {name!r} is not a mesh (it is a {obj.type.lower()})")
+                raise CommandError(f"object {name!r} is not a mesh (its type is {obj.type})")
             chosen.append(obj)
         return chosen
-    chosen = [o for o in scene.objects
-              if o.type == "MESH" and getattr(o, "mass_spring", None) is not None
-              and o.mass_spring.enabled]
+    chosen = bake.enabled_objects(scene)
     if not chosen:
         raise CommandError(f"no object in scene {scene.name!r} has Mass–Spring enabled "
                            "(enable it in Properties ▸ Physics, or name objects with --objects)")

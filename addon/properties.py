@@ -72,7 +72,7 @@ class MassSpringSettings(bpy.types.PropertyGroup):
         name="Pin Group",
         description="Vertex group of pinned vertices (weight above 0.5). Pinned vertices don't "
                     "simulate: they follow the object's animated transform, so animate the "
-                    "object to move the anchors",
+                    "object to move the pins",
         default="",
     )
     stiffness: FloatProperty(

@@ -23,7 +23,7 @@ struct State {
   bool consistent = false;      // acc and lam solve the equations at `time`
 };
 
-// Linear anchor motion during one simulate() call: from where the fixes are at its start
+// Linear pin motion during one simulate() call: from where the fixes are at its start
 // to where the user put them for its end.
 template <int D>
 struct FixPath {

@@ -130,7 +130,6 @@ def spinning_ring(name="Spinning Ring", *, n=16, radius=0.8, spin=6.0, hub=True,
     structure = presets.spinning_ring(n=n, radius=radius, spin=spin, hub=hub, mass=mass,
                                       stiffness=stiffness, damping=damping)
     obj = structure_object(name, structure, location=location, collection=collection)
-    settings.setdefault("initial_angular_velocity", (0.0, spin, 0.0))
     return configure(obj, **settings)
 
 
@@ -595,14 +594,6 @@ def clear_scene(scene):
 
 def finish_demo_scene(scene):
     """After the bake: tubes and balls on every structure so the render shows them."""
-    for obj in scene.objects:
-        settings = getattr(obj, "mass_spring", None)
-        if obj.type == "MESH" and settings is not None and settings.enabled:
-            add_edge_visuals(obj, radius=0.026)
+    for obj in _addon_module("bake").enabled_objects(scene):
+        add_edge_visuals(obj, radius=0.026)
     return scene
-
-
-def structure_objects(scene) -> list:
-    """Every mesh object of the scene that has the mass-spring settings enabled."""
-    return [o for o in scene.objects
-            if o.type == "MESH" and getattr(o, "mass_spring", None) is not None and o.mass_spring.enabled]

@@ -78,6 +78,13 @@ def test_a_bad_value_is_reported_not_crashed():
     bpy = require_bpy()
     with pytest.raises(RuntimeError, match="bridge needs width >= 3"):
         bpy.ops.object.mass_spring_add(preset="BRIDGE", count=2)
+    with pytest.raises(RuntimeError, match="bridge needs width >= 3"):
+        bpy.ops.object.mass_spring_add(preset="BRIDGE", count=1)
+    with pytest.raises(RuntimeError, match="cloth needs at least 2"):
+        bpy.ops.object.mass_spring_add(preset="CLOTH", count=1)
+    with pytest.raises(RuntimeError, match="spinning ring needs at least 5"):
+        bpy.ops.object.mass_spring_add(preset="SPINNING_TOP", count=4)
+    assert not bpy.context.scene.objects  # nothing half-made is left behind
 
 
 def test_the_menu_is_in_add_mesh():
@@ -96,3 +103,25 @@ def test_switching_the_preset_in_the_redo_panel_starts_from_its_defaults():
     assert len(obj.data.vertices) == 13 * 2  # the bridge's 13 columns, not the chain's 10
     _, obj = add("BRIDGE", shown_preset="BRIDGE", count=5, rows=3, size=1.0)
     assert len(obj.data.vertices) == 5 * 3
+
+
+def test_a_structure_becomes_a_mesh_with_everything_it_holds():
+    """structure_object keeps per-edge stiffness scales and a rigid initial motion (the
+    spinning top's spin is its structure's velocities), and refuses what the panel cannot
+    hold (per-vertex velocities that are no rigid motion)."""
+    from mass_spring import presets
+    add_menu = submodule("add_menu")
+    chain = presets.chain(n=3)
+    chain.stiffness_scale = np.array([1.0, 5.0, 0.25])
+    chain.velocities = np.tile([0.5, 0.0, -1.0], (len(chain.positions), 1))
+    obj = add_menu.structure_object("Scaled", chain)
+    arrays = submodule("mesh_arrays").mesh_to_arrays(obj)
+    np.testing.assert_allclose(arrays.stiffness_scale, [1.0, 5.0, 0.25])
+    assert tuple(obj.mass_spring.initial_velocity) == pytest.approx((0.5, 0.0, -1.0))
+    _, top = add("SPINNING_TOP", spin=4.0)
+    assert tuple(top.mass_spring.initial_angular_velocity) == pytest.approx((0.0, 4.0, 0.0))
+    assert tuple(top.mass_spring.initial_velocity) == pytest.approx((0.0, 0.0, 0.0), abs=1e-12)
+    chain.velocities = np.zeros((len(chain.positions), 3))
+    chain.velocities[1] = (0.0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="not a rigid motion"):
+        add_menu.structure_object("Bad", chain)

@@ -225,3 +225,19 @@ def test_cloth():
     np.testing.assert_allclose(flat.positions[7], [1.5, 0.5, 0.0])
     with pytest.raises(ValueError, match="at least 2"):
         presets.cloth(1, 3)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(positions=np.zeros((6, 2))), r"positions: expected shape \(count, 3\)"),
+    (dict(edges=[(0, 1, 2, 3)]), r"edges: expected shape \(count, 2\)"),
+    (dict(edges=[(0.7, 1.2)]), "edges: expected integer"),
+    (dict(edges=[(1, 1)]), "edge 0: both ends are vertex 1"),
+    (dict(rigid=[True], rope=[True]), "edge 0 is marked both rigid and rope"),
+    (dict(masses=[1.0, 2.0]), "masses: expected 3 values"),
+    (dict(velocities=np.zeros((2, 3))), "velocities: expected 3 rows"),
+])
+def test_malformed_input_is_refused_not_reshaped(fields, message):
+    args = dict(positions=np.zeros((3, 3)) + np.arange(3)[:, None], edges=[(0, 1)])
+    args.update(fields)
+    with pytest.raises(ValueError, match=message):
+        ms.Structure(**args)

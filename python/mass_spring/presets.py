@@ -107,6 +107,9 @@ def spinning_ring(n=16, radius=0.8, spin=6.0, hub=True, mass=0.05, stiffness=800
     With `hub`, a pinned centre vertex (the last one) holds the ring by spoke springs, like
     a wheel on an axle; without it the ring flies free (simulate it without gravity).
     """
+    if n < 5:
+        raise ValueError(f"spinning ring needs at least 5 masses (with fewer its second-"
+                         f"neighbour springs repeat its first-neighbour ones), got {n}")
     positions = [(radius * math.cos(2 * math.pi * i / n), 0.0,
                   radius * math.sin(2 * math.pi * i / n)) for i in range(n)]
     edges = [(i, (i + 1) % n) for i in range(n)]

@@ -53,23 +53,33 @@ class Structure:
     velocities: np.ndarray | None = None     # (N, 3) m/s at the start; None: at rest
 
     def __post_init__(self):
-        self.positions = np.asarray(self.positions, dtype=np.float64).reshape(-1, 3)
-        self.edges = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
+        self.positions = _rows(self.positions, 3, np.float64, "positions")
+        self.edges = _rows(self.edges, 2, np.int64, "edges")
         n, e = len(self.positions), len(self.edges)
         self.pinned = _flags(self.pinned, n, "pinned")
         self.rigid = _flags(self.rigid, e, "rigid")
         self.rope = _flags(self.rope, e, "rope")
+        both = np.flatnonzero(self.rigid & self.rope)
+        if both.size:
+            raise ValueError(f"edge {int(both[0])} is marked both rigid and rope: a rod cannot "
+                             "go slack; mark it as one or the other")
         if self.stiffness_scale is None:
             self.stiffness_scale = np.ones(e)
         self.stiffness_scale = np.asarray(self.stiffness_scale, dtype=np.float64)
         if self.stiffness_scale.shape != (e,):
             raise ValueError(f"stiffness_scale: expected {e} values, got shape "
                              f"{self.stiffness_scale.shape}")
-        self.shear_pairs = np.asarray(self.shear_pairs, dtype=np.int64).reshape(-1, 2)
+        self.shear_pairs = _rows(self.shear_pairs, 2, np.int64, "shear_pairs")
         _check_pairs(self.edges, n, "edge")
         _check_pairs(self.shear_pairs, n, "shear pair")
         if self.masses is not None:
             self.masses = np.asarray(self.masses, dtype=np.float64)
+            if self.masses.shape != (n,):
+                raise ValueError(f"masses: expected {n} values, got shape {self.masses.shape}")
+        if self.velocities is not None:
+            self.velocities = _rows(self.velocities, 3, np.float64, "velocities")
+            if len(self.velocities) != n:
+                raise ValueError(f"velocities: expected {n} rows, got {len(self.velocities)}")
 
     @property
     def vertex_count(self) -> int:
@@ -95,6 +105,18 @@ class Structure:
         return self.moving() & self.rigid
 
 
+def _rows(value, width: int, dtype, name: str) -> np.ndarray:
+    """`value` as a (count, width) array of `dtype`; no silent reshaping or truncation."""
+    arr = np.asarray(value)
+    if arr.size == 0:
+        return np.zeros((0, width), dtype=dtype)
+    if arr.ndim != 2 or arr.shape[1] != width:
+        raise ValueError(f"{name}: expected shape (count, {width}), got {arr.shape}")
+    if dtype is np.int64 and not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name}: expected integer vertex indices, got {arr.dtype}")
+    return np.ascontiguousarray(arr, dtype=dtype)
+
+
 def _flags(value, count: int, name: str) -> np.ndarray:
     if value is None:
         return np.zeros(count, dtype=bool)
@@ -109,6 +131,9 @@ def _check_pairs(pairs: np.ndarray, n: int, name: str) -> None:
     if bad.size:
         raise ValueError(f"{name} {int(bad[0])}: vertex index {pairs[bad[0]].tolist()} out of "
                          f"range (there are {n} vertices)")
+    loops = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+    if loops.size:
+        raise ValueError(f"{name} {int(loops[0])}: both ends are vertex {int(pairs[loops[0], 0])}")
 
 
 def between_pins(pairs: np.ndarray, pinned: np.ndarray) -> np.ndarray:
