@@ -148,6 +148,20 @@ def crane(name="Crane", *, levels=6, level_height=0.45, side=0.4, jib_segments=5
     return configure(obj, **settings)
 
 
+def cloth(name="Cloth", *, columns=12, rows=8, width=2.2, stiffness=300.0, mass=0.2,
+          damping=0.02, location=(0.0, 0.0, 2.0), collection=None, **settings):
+    """``presets.cloth``: a vertical sheet (plane XZ) of `columns` × `rows` vertices, `width`
+    metres wide, with shear springs, hanging from its two top corners; `mass` in all."""
+    spacing = width / (columns - 1)
+    top = (rows - 1) * columns
+    structure = presets.cloth(columns, rows, spacing=spacing, plane="XZ",
+                              pins=[top, top + columns - 1], total_mass=mass,
+                              stiffness=stiffness, shear_stiffness=stiffness, damping=damping)
+    structure.positions[:, 2] -= (rows - 1) * spacing  # the object's origin at the top edge
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, **settings)
+
+
 # The core's integrators (mass_spring.INTEGRATOR_INFO) as the add-on's enum identifiers,
 # explicit ones first, each group by order of accuracy (as scripts/validate.py plots them).
 _INTEGRATOR_INFO = sorted(mass_spring.INTEGRATOR_INFO,
@@ -189,8 +203,9 @@ STRUCTURES = {
     "bridge": bridge,
     "pendulum": rigid_pendulum,
     "double_pendulum": double_pendulum,
-    "ring": spinning_ring,
+    "spinning_top": spinning_ring,
     "crane": crane,
+    "cloth": cloth,
     "integrators": integrator_comparison,
 }
 
@@ -520,8 +535,8 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
     """Several of the seeds' structures side by side, with camera, light and backdrop.
 
     Left to right: a hanging chain, a rigid pendulum and a double pendulum under one beam;
-    a bridge lattice between two pillars; a spinning ring on a hub; a tower crane with a
-    load on a rope. Returns the scene. The structures are enabled for baking; the tubes and
+    a bridge lattice between two pillars with a cloth hanging below it; a spinning ring on
+    a hub; a tower crane with a load on a rope: every preset of the Add menu. Returns the scene. The structures are enabled for baking; the tubes and
     balls that make their edges visible are added by `finish_demo_scene` after the bake.
     """
     scene = scene or bpy.context.scene
@@ -557,7 +572,10 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
            stiffness=2500.0, damping=0.5, **common)
     for x in (bx - 0.2, bx + bw - 0.1):
         add_box("Pillar", (x, -0.3, 0.0), (x + 0.3, 0.3, bz - bw / (cols - 1) - 0.04))
-    label("bridge", bx + bw / 2)
+    label("bridge · cloth", bx + bw / 2)
+    # A cloth hanging from two corners between the pillars, below the deck.
+    cloth(location=(bx + 0.35, 0.0, bz - 0.45), columns=12, rows=7, width=bw - 0.8,
+          stiffness=60.0, **common)
 
     # A spinning ring on a hub.
     rx, rz = 15.2, 2.3

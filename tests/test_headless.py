@@ -353,7 +353,8 @@ def test_scene_builders_make_valid_structures():
 # ----------------------------------------------------------------------------- demo
 
 def test_demo_on_a_short_frame_range(tmp_path):
-    """The demo command's path: build the demo scene, bake a few frames, save, render."""
+    """The demo command's path: build the demo scene (every Add-menu preset), bake a few
+    frames, save, render."""
     out, png = tmp_path / "demo.blend", tmp_path / "demo.png"
     proc = run_bake("--frame-end", "6", "--output", out, "--render", png,
                     "--render-frame", "6", "--resolution", "320x160")
@@ -370,7 +371,7 @@ def test_demo_on_a_short_frame_range(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = last_json(proc.stdout)
     assert data["camera"]
-    for name in ("Chain", "Pendulum", "Double Pendulum", "Bridge", "Spinning Ring", "Crane"):
+    for name in ("Chain", "Pendulum", "Double Pendulum", "Bridge", "Cloth", "Spinning Ring", "Crane"):
         assert name in data["baked"], data
 
 
