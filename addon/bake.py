@@ -49,12 +49,19 @@ class BakeResult:
     local_positions: np.ndarray = field(repr=False)
     warnings: list = field(default_factory=list)
     pc2_file: str = ""  # absolute path of the written PC2 file, for PC2 output
+    # One FrameReport per simulated frame: steps, iterations, energy, rod error, time.
+    report: list = field(default_factory=list, repr=False)
     # (arrays, settings, matrices, frames) the simulation ran on, for `positions`.
     simulation_inputs: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def frame_count(self) -> int:
         return self.frame_end - self.frame_start + 1
+
+    def totals(self) -> dict:
+        """The report summed over the bake: steps, Newton and linear iterations."""
+        return {name: sum(getattr(row, name) for row in self.report)
+                for name in ("substeps", "newton_iterations", "linear_iterations")}
 
     @cached_property
     def positions(self) -> np.ndarray:
@@ -112,6 +119,7 @@ def simulation_settings(scene, obj, overrides: dict | None = None) -> Simulation
         integrator=settings.integrator,
         rho_inf=settings.rho_inf,
         substeps=settings.substeps,
+        accuracy=settings.accuracy,
         fps=scene.render.fps / scene.render.fps_base,
         initial_velocity=np.array(settings.initial_velocity, dtype=np.float64),
         initial_angular_velocity=np.array(settings.initial_angular_velocity, dtype=np.float64),
@@ -348,6 +356,7 @@ class BakeJob:
             local_positions=local,
             warnings=list(self.warnings),
             pc2_file=pc2_file,
+            report=list(self.simulation.report),
             simulation_inputs=(self.arrays, self.settings, self.simulation.matrices, self.frames),
         )
 

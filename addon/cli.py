@@ -30,6 +30,8 @@ COMMAND = "mass_spring_bake"
 INTEGRATOR_NAMES = tuple(identifier.lower() for identifier, *_ in INTEGRATOR_ITEMS)
 EXIT_CODES_TEXT = "Exit codes: 0 ok, 1 bake failed, 2 bad input, 130 interrupted."
 INTERRUPTED = 130
+REPORT_COLUMNS = ("object", "frame", "substeps", "newton_iterations", "linear_iterations",
+                  "energy", "max_constraint_error", "ms")
 
 _handle = None
 
@@ -91,7 +93,13 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
                    help="override every object's integrator for this bake")
     p.add_argument("--rho-inf", type=float, metavar="RHO",
                    help="override the generalized-α spectral radius ρ∞ (0..1) for this bake")
-    p.add_argument("--substeps", type=int, help="override the integrator steps per frame for this bake")
+    p.add_argument("--substeps", type=int, help="override the integrator steps per frame for this bake "
+                   "(the fewest, under error control)")
+    p.add_argument("--accuracy", type=float, metavar="TOL",
+                   help="override the error control's tolerance (a fraction of each object's "
+                        "size; 0: fixed steps) for this bake")
+    p.add_argument("--report", metavar="CSV",
+                   help="write one row per baked frame and object: " + ",".join(REPORT_COLUMNS))
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
 
@@ -114,6 +122,8 @@ def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> arg
         args.objects = [n.strip() for item in args.objects for n in item.split(",") if n.strip()]
     if args.rho_inf is not None and not 0.0 <= args.rho_inf <= 1.0:
         parser.error(f"--rho-inf must be between 0 and 1, got {args.rho_inf}")
+    if args.accuracy is not None and not 0.0 <= args.accuracy <= 0.5:
+        parser.error(f"--accuracy must be between 0 and 0.5, got {args.accuracy}")
     if args.substeps is not None and args.substeps < 1:
         parser.error(f"--substeps must be at least 1, got {args.substeps}")
     if (args.frame_start is not None and args.frame_end is not None
@@ -217,6 +227,8 @@ def bake_overrides(scene, obj, args) -> dict:
         overrides["rho_inf"] = args.rho_inf
     if args.substeps is not None:
         overrides["substeps"] = args.substeps
+    if args.accuracy is not None:
+        overrides["accuracy"] = args.accuracy
     return overrides
 
 
@@ -254,7 +266,9 @@ def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
     if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
         save_blend(output)
     try:
-        bake_objects(scene, objects, overrides, args.quiet)
+        results = bake_objects(scene, objects, overrides, args.quiet)
+        if args.report:
+            write_report(args.report, results)
     except BaseException:
         if not existed and os.path.exists(output):
             os.remove(output)
@@ -265,11 +279,29 @@ def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
     say(f"saved {output}")
 
 
-def bake_objects(scene, objects, overrides: dict, quiet: bool = False) -> None:
-    """Bake each object with its overrides ({object name: dict}); Ctrl-C cancels cleanly."""
+def bake_objects(scene, objects, overrides: dict, quiet: bool = False) -> list:
+    """Bake each object with its overrides ({object name: dict}); Ctrl-C cancels cleanly.
+    The BakeResults."""
     with _Interrupt() as interrupt:
-        for obj in objects:
-            _bake_one(scene, obj, overrides[obj.name], quiet, interrupt)
+        return [_bake_one(scene, obj, overrides[obj.name], quiet, interrupt) for obj in objects]
+
+
+def write_report(path: str, results) -> None:
+    """The bake report: one CSV row per baked frame and object (REPORT_COLUMNS)."""
+    import csv
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(REPORT_COLUMNS)
+            for result in results:
+                for row in result.report:
+                    writer.writerow([result.object_name, row.frame, row.substeps,
+                                     row.newton_iterations, row.linear_iterations,
+                                     f"{row.energy:.9g}", f"{row.max_constraint_error:.3g}",
+                                     f"{row.ms:.3f}"])
+    except OSError as ex:
+        raise CommandError(f"cannot write the report {path!r}: {ex.strerror or ex}") from None
+    say(f"wrote the bake report {path}")
 
 
 def _bake_one(scene, obj, overrides: dict, quiet: bool, interrupt) -> None:
@@ -289,12 +321,13 @@ def _bake_one(scene, obj, overrides: dict, quiet: bool, interrupt) -> None:
         if not message.startswith(f"'{obj.name}'"):
             message = f"'{obj.name}': {message}"
         raise BakeFailed(f"bake failed: {message}") from None
-    steps = (end - start) * settings.substeps
+    steps = result.totals()["substeps"]
     dt = time.perf_counter() - t0
     say(f"{obj.name}: baked {end - start + 1} frames in {dt:.2f} s "
         f"({steps / max(dt, 1e-9):,.0f} steps/s)")
     for warning in result.warnings:
         say(f"{obj.name}: warning: {one_line(warning)}")
+    return result
 
 
 def save_blend(path: str, *, keep_backup: bool = True) -> None:
@@ -312,7 +345,7 @@ def save_blend(path: str, *, keep_backup: bool = True) -> None:
 # ----------------------------------------------------------------------------- progress
 
 class Progress:
-    """Progress lines on stderr: frame, simulated steps per second, time left.
+    """Progress lines on stderr: frame, simulated frames per second, time left.
 
     On a terminal one line is rewritten in place; in a log, a line every few seconds.
     """
@@ -333,11 +366,11 @@ class Progress:
             return
         self.last_print = now
         elapsed = max(now - self.start, 1e-9)
-        steps_per_s = done * self.substeps / elapsed
+        frames_per_s = done / elapsed
         left = (total - done) * elapsed / done if done else float("nan")
         shown = f"frame {frame}" if frame is not None else f"frame {done}"
         line = (f"[bake] {self.name}: {shown} ({done}/{total}, {100.0 * done / max(total, 1):.0f}%)"
-                f"  {steps_per_s:,.0f} steps/s  {_seconds(left)} left")
+                f"  {frames_per_s:,.1f} frames/s  {_seconds(left)} left")
         if self.tty:
             print("\r" + line + "\033[K", end="\n" if final else "", file=sys.stderr, flush=True)
         else:

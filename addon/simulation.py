@@ -8,6 +8,7 @@ physics side testable with plain Python.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,7 +71,8 @@ class SimulationSettings:
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     integrator: str = "GENERALIZED_ALPHA"
     rho_inf: float = 0.5  # the add-on's default (properties.py says why)
-    substeps: int = 5
+    substeps: int = 5  # the fewest steps per frame (with accuracy > 0) or exactly these
+    accuracy: float = 0.01  # the core's tolerance; 0: fixed steps
     fps: float = 24.0
     initial_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
     initial_angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
@@ -149,9 +151,35 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
                 "choose Generalized-α, Newmark or Implicit Euler, or clear the rigid marks")
         mss = core.build_system(structure, gravity=np.asarray(settings.gravity, dtype=np.float64))
         mss.set_integrator(INTEGRATORS[settings.integrator], rho_inf=settings.rho_inf)
+        mss.tolerance = settings.accuracy
     except ValueError as ex:
         raise BakeError(f"the core refused the system: {ex}") from ex
     return mss
+
+
+@dataclass(frozen=True)
+class FrameReport:
+    """What simulating one frame took: a row of the bake report (scripts/bake.py --report)."""
+
+    frame: int
+    substeps: int  # integrator steps taken
+    newton_iterations: int
+    linear_iterations: int  # Krylov iterations of Newton's linear solves
+    energy: float  # J, kinetic + potential at the frame's end
+    max_constraint_error: float  # m, the worst rod length error at the frame's end
+    ms: float  # wall-clock milliseconds
+
+    COLUMNS = ("frame", "substeps", "newton_iterations", "linear_iterations", "energy",
+               "max_constraint_error", "ms")
+
+    @classmethod
+    def of(cls, frame: int, mss, before: dict, seconds: float) -> "FrameReport":
+        after = mss.stats
+        return cls(frame=frame, substeps=after["steps"] - before["steps"],
+                   newton_iterations=after["newton_iterations"] - before["newton_iterations"],
+                   linear_iterations=after["krylov_iterations"] - before["krylov_iterations"],
+                   energy=mss.energy(), max_constraint_error=mss.max_constraint_violation(),
+                   ms=1e3 * seconds)
 
 
 class FrameSimulation:
@@ -186,6 +214,7 @@ class FrameSimulation:
         self.local_positions = np.empty((len(self.frames), arrays.vertex_count, 3), dtype=np.float32)
         self._store(0, self.mss.vertex_positions())
         self.frames_done = 1
+        self.report: list[FrameReport] = []  # one row per simulated frame
 
     @property
     def done(self) -> bool:
@@ -200,6 +229,7 @@ class FrameSimulation:
         frame = int(self.frames[k])
         if len(self._pins_local):
             self.mss.fix_positions = transform_points(self.matrices[k], self._pins_local)
+        before, start = self.mss.stats, time.perf_counter()
         try:
             self.mss.simulate(self.dt, self.settings.substeps)
         except (RuntimeError, ValueError) as ex:
@@ -215,6 +245,7 @@ class FrameSimulation:
                 f"more substeps (now {self.settings.substeps}), an implicit integrator "
                 "(Generalized-α or Implicit Euler), or lower stiffness")
         self._store(k, positions)
+        self.report.append(FrameReport.of(frame, self.mss, before, time.perf_counter() - start))
         self.frames_done = k + 1
 
     def run(self) -> np.ndarray:

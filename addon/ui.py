@@ -119,9 +119,11 @@ class PHYSICS_PT_mass_spring_solver(MassSpringPanelBase, bpy.types.Panel):
         row = layout.row()
         row.active = settings.integrator == 'GENERALIZED_ALPHA'
         row.prop(settings, "rho_inf")
-        layout.prop(settings, "substeps")
+        layout.prop(settings, "accuracy")
+        layout.prop(settings, "substeps", text="Min Substeps" if settings.accuracy > 0 else "Substeps")
         fps = scene.render.fps / scene.render.fps_base
-        layout.label(text=f"Step: 1/{fps:g} s per frame ÷ {settings.substeps}")
+        longest = "at most " if settings.accuracy > 0 else ""
+        layout.label(text=f"Step: {longest}1/{fps:g} s per frame ÷ {settings.substeps}")
         row = layout.row()
         row.prop(settings, "use_gravity")
         if settings.use_gravity and not scene.use_gravity:

@@ -45,18 +45,22 @@ def configure(obj, **overrides):
 
 
 def core_reference(world_start, masses, pinned, edges, frames, stiffness=300.0, damping=0.2,
-                   rigid=None, pin_targets=None, gravity=(0.0, 0.0, -9.81), velocities=None):
-    """The core run directly on the same system: positions (F, N, 3) per frame.
+                   rigid=None, pin_targets=None, gravity=(0.0, 0.0, -9.81), velocities=None,
+                   accuracy=0.01):
+    """The core run directly on the same system: positions (F, N, 3) per frame, with the
+    panel's default error control (accuracy, the core's tolerance).
 
     Blender stores float properties in single precision: use the values it holds.
     """
     damping, rho_inf = float(np.float32(damping)), float(np.float32(0.8))
+    accuracy = float(np.float32(accuracy))
     gravity = np.asarray(gravity, dtype=np.float32).astype(float)
     rigid = np.zeros(len(edges), dtype=bool) if rigid is None else rigid
     mss = mass_spring.MassSpringSystem3d.from_arrays(
         world_start, masses, fixed=pinned, velocities=velocities, springs=edges[~rigid],
         stiffness=stiffness, damping=damping, constraints=edges[rigid], gravity=np.array(gravity))
     mss.set_integrator("generalized_alpha", rho_inf=rho_inf)
+    mss.tolerance = accuracy
     out = [mss.vertex_positions()]
     for k in range(1, frames):
         if pin_targets is not None:
@@ -219,6 +223,7 @@ def test_stiffness_attribute_and_mass_group(scene, bake):
         start, 2.0 * w / w.sum(), fixed=pinned, springs=edges, stiffness=300.0 * scale.astype(float),
         damping=float(np.float32(0.2)), gravity=np.array([0, 0, -9.81], dtype=np.float32).astype(float))
     mss.set_integrator("generalized_alpha", rho_inf=float(np.float32(0.8)))
+    mss.tolerance = float(np.float32(0.01))  # the panel's default accuracy
     for _ in range(23):
         mss.simulate(1 / FPS, SUBSTEPS)
     np.testing.assert_allclose(result.positions[-1], mss.vertex_positions(), atol=1e-9)

@@ -107,3 +107,39 @@ def test_overrides_do_not_touch_the_settings(chain_blend):
     assert (settings.substeps, settings.integrator) == (2, "IMPLICIT_EULER")
     with pytest.raises(ValueError, match="unknown Mass–Spring setting"):
         bake.bake_object(bpy.context.scene, chain, overrides={"substep": 2})
+
+
+@pytest.mark.parametrize("accuracy", [None, "0"])
+def test_the_bake_report_has_one_row_per_frame_with_the_runs_own_figures(
+        chain_blend, tmp_path, accuracy):
+    """--report writes exactly the documented columns, one row per simulated frame; its
+    figures are the in-process bake's own report. Under error control (the default) a
+    frame takes at least its substeps; with --accuracy 0 exactly its substeps."""
+    import csv
+    report = tmp_path / "report.csv"
+    argv = [str(chain_blend), "--output", str(tmp_path / "out.blend"), "--quiet",
+            "--report", str(report)]
+    if accuracy is not None:
+        argv += ["--accuracy", accuracy]
+    assert submodule("cli").execute(argv) == 0
+    with open(report, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["object", "frame", "substeps", "newton_iterations", "linear_iterations",
+                       "energy", "max_constraint_error", "ms"]
+    assert [int(r[1]) for r in rows[1:]] == list(range(2, 13))
+    assert {r[0] for r in rows[1:]} == {"Chain"}
+
+    bpy.ops.wm.open_mainfile(filepath=str(chain_blend))
+    overrides = None if accuracy is None else {"accuracy": float(accuracy)}
+    expected = submodule("bake").bake_object(bpy.context.scene, bpy.data.objects["Chain"],
+                                             overrides=overrides).report
+    for row, frame in zip(rows[1:], expected):
+        assert int(row[2]) == frame.substeps and int(row[3]) == frame.newton_iterations
+        assert int(row[4]) == frame.linear_iterations
+        assert float(row[5]) == pytest.approx(frame.energy, rel=1e-8)
+        assert float(row[7]) > 0
+    substeps = [frame.substeps for frame in expected]
+    if accuracy is None:
+        assert min(substeps) >= 4
+    else:
+        assert substeps == [4] * 11

@@ -122,7 +122,7 @@ def test_headless_bake_small_scene(small_scene, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert out.is_file()
     # Progress: frame, simulated steps per second, time left.
-    assert "steps/s" in proc.stderr and "left" in proc.stderr and "frame" in proc.stderr
+    assert "frames/s" in proc.stderr and "left" in proc.stderr and "frame" in proc.stderr
 
     data = read_positions(out, "Chain", [1, 6, 12, 24])
     frames = {int(k): v for k, v in data["frames"].items()}
