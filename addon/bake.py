@@ -59,9 +59,8 @@ class BakeResult:
         return self.frame_end - self.frame_start + 1
 
     def totals(self) -> dict:
-        """The report summed over the bake: steps, Newton and linear iterations."""
-        return {name: sum(getattr(row, name) for row in self.report)
-                for name in ("substeps", "newton_iterations", "linear_iterations")}
+        """The report summed over the bake (report_totals)."""
+        return report_totals(self.report)
 
     @cached_property
     def positions(self) -> np.ndarray:
@@ -71,6 +70,16 @@ class BakeResult:
         simulation again on first use: it costs as much as the bake's simulation did.
         """
         return simulate_world_positions(*self.simulation_inputs)
+
+
+def report_totals(report) -> dict:
+    """A bake report summed: steps, Newton and linear iterations, seconds simulating, and
+    the worst rod length error (the panel shows them for the last bake)."""
+    totals = {name: int(sum(getattr(row, name) for row in report))
+              for name in ("substeps", "newton_iterations", "linear_iterations")}
+    totals["seconds"] = sum(row.ms for row in report) / 1e3
+    totals["max_constraint_error"] = max((row.max_constraint_error for row in report), default=0.0)
+    return totals
 
 
 def has_bake(obj) -> bool:
@@ -344,6 +353,7 @@ class BakeJob:
             raise BakeError(f"'{obj.name}': writing the bake failed{lost}: {ex}") from ex
         record["frame_start"] = int(self.frames[0])
         record["frame_end"] = int(self.frames[-1])
+        record["totals"] = report_totals(self.simulation.report)
         writers.store_record(obj, record)
         self.finished = True
         return BakeResult(

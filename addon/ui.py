@@ -46,6 +46,11 @@ class PHYSICS_PT_mass_spring(MassSpringPanelBase, bpy.types.Panel):
             where = "shape keys" if record.get("output") == 'SHAPE_KEYS' else "PC2 + Mesh Cache"
             layout.label(text=f"Baked frames {record.get('frame_start')}–{record.get('frame_end')} "
                               f"into {where}", icon='CHECKMARK')
+            totals = record.get("totals")
+            if totals:
+                layout.label(text=f"{totals['substeps']:,} steps, {totals['newton_iterations']:,} "
+                                  f"Newton and {totals['linear_iterations']:,} linear iterations "
+                                  f"in {totals['seconds']:.1f} s", icon='TIME')
 
 
 class PHYSICS_PT_mass_spring_mass(MassSpringPanelBase, bpy.types.Panel):

@@ -131,8 +131,13 @@ def test_the_bake_report_has_one_row_per_frame_with_the_runs_own_figures(
 
     bpy.ops.wm.open_mainfile(filepath=str(chain_blend))
     overrides = None if accuracy is None else {"accuracy": float(accuracy)}
-    expected = submodule("bake").bake_object(bpy.context.scene, bpy.data.objects["Chain"],
-                                             overrides=overrides).report
+    chain = bpy.data.objects["Chain"]
+    result = submodule("bake").bake_object(bpy.context.scene, chain, overrides=overrides)
+    expected = result.report
+    # The object keeps the totals for the panel.
+    totals = submodule("writers").bake_record(chain)["totals"]
+    assert totals == pytest.approx(result.totals())
+    assert totals["substeps"] == sum(frame.substeps for frame in expected)
     for row, frame in zip(rows[1:], expected):
         assert int(row[2]) == frame.substeps and int(row[3]) == frame.newton_iterations
         assert int(row[4]) == frame.linear_iterations
