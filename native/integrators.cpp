@@ -176,7 +176,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   // acceleration by default), so that force errors do not pile up in the velocities over
   // many small steps. Round-off bounds both from below. In stiff springs the size of the
   // Newton correction stands in for the force residual (see below).
-  const double pos_tol = newton_tolerance() * length_scale_;
+  const double pos_tol = newton_tol * length_scale_;  // rods: as tight as without control
   const double a_ref = std::max({gravity.norm(), s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0,
                                  1e-3 * length_scale_});
   const double acc_tol = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
@@ -238,7 +238,12 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     // tolerance as m da + G^T dlam, and the residual went down since: the current iterate
     // is closer still (test_fine_sheet_velocities_stay_within_the_acceleration_tolerance).
     const bool small_correction = correction_err <= 1.0 && err < err_prev;
-    if (err <= 1.0 || (constraint_err <= 1.0 && small_correction)) {
+    // Under error control every step takes at least one Newton correction: the looser
+    // force tolerance would otherwise accept an unchanged state whose forces are slightly
+    // out of balance, and a structure at rest would stick short of its equilibrium
+    // (tests/test_examples.py, test_hanging_chain_static_extensions).
+    const bool may_stop = it > 0 || tolerance == 0;
+    if (may_stop && (err <= 1.0 || (constraint_err <= 1.0 && small_correction))) {
       last_local_error = local_error_estimate(s.acc, acc, h);
       state_.q = q1;
       state_.v = v1;
@@ -356,9 +361,13 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
 
 template <int D>
 double System<D>::newton_tolerance() const {
-  // Under error control Newton stops where its error is a tenth of the step's allowed
-  // local error: the force criterion below admits position errors of 1e3 newton_tol.
-  return tolerance > 0 ? std::max(newton_tol, 1e-4 * tolerance) : newton_tol;
+  // Under error control the force residual only needs to stay below what the step's own
+  // error shows. The acceleration criterion below admits a relative error of
+  // 1e3 newton_tol, which integrates into velocities like a force bias: at 1e-3 of the
+  // tolerance (1 % at the add-on's 0.01) a mass falling free stays within 1 mm over 4
+  // frames (tests/test_addon_bake.py, test_rope_edges_go_slack); 1e-2 misses it. Rods
+  // keep newton_tol.
+  return tolerance > 0 ? std::max(newton_tol, 1e-3 * tolerance) : newton_tol;
 }
 
 template <int D>
