@@ -376,7 +376,9 @@ void bind_system(py::module_& m, const std::string& name) {
       .def_property(
           "max_halvings", [](const S& s) { return s.max_halvings; },
           [](S& s, int n) {
-            if (n < 0) throw InputError("max_halvings must be >= 0");
+            // Each halving recurses once and halves h: beyond 60 the step is below a
+            // double's resolution of any time, and deep recursion would exhaust the stack.
+            if (n < 0 || n > 60) throw InputError("max_halvings must lie in [0, 60]");
             s.max_halvings = n;
           })
       .def_property_readonly("time", &S::time)

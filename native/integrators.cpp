@@ -445,6 +445,13 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
 
 template <int D>
 void System<D>::simulate(double tend, int steps) {
+  if (busy_.exchange(true))
+    throw SimulationError("simulate() is already running on this system in another thread: "
+                          "one system can be simulated by one thread at a time");
+  struct BusyGuard {  // clears the flag however simulate() ends
+    std::atomic<bool>& flag;
+    ~BusyGuard() { flag.store(false); }
+  } guard{busy_};
   if (!(std::isfinite(tend) && tend > 0))
     throw InputError("simulate: tend must be a positive duration, got " + fmt(tend));
   if (steps < 1)

@@ -57,6 +57,13 @@ void System<D>::set_linear_solver(const std::string& name) {
 }
 
 template <int D>
+void System<D>::require_idle(const char* change) const {
+  if (busy_.load())
+    throw SimulationError(std::string("cannot ") + change + " while simulate() runs on this "
+                          "system in another thread");
+}
+
+template <int D>
 Connector System<D>::add_mass(double mass, const VecD& pos, const VecD& vel) {
   add_masses({mass}, {pos}, {vel});
   return Connector{MASS, num_masses() - 1, id_};
@@ -65,6 +72,7 @@ Connector System<D>::add_mass(double mass, const VecD& pos, const VecD& vel) {
 template <int D>
 void System<D>::add_masses(const std::vector<double>& mass, const std::vector<VecD>& pos,
                            const std::vector<VecD>& vel) {
+  require_idle("add masses");
   const int n0 = num_masses(), count = static_cast<int>(mass.size());
   for (int k = 0; k < count; ++k) {
     const std::string item = "Mass " + std::to_string(n0 + k);
@@ -90,6 +98,7 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
 
 template <int D>
 Connector System<D>::add_fix(const VecD& pos) {
+  require_idle("add a fix");
   const std::string item = "Fix " + std::to_string(num_fixes());
   require(all_finite(pos), item + ": position contains NaN or Inf");
   fix_target_.push_back(pos);
@@ -113,6 +122,7 @@ void System<D>::check_connector(const Connector& c, const std::string& item) con
 
 template <int D>
 int System<D>::add_spring(const Spring& s) {
+  require_idle("add a spring");
   const std::string item =
       std::string(s.rope ? "Chain " : "Spring ") + std::to_string(springs_.size());
   require(std::isfinite(s.length) && s.length >= 0,
@@ -138,6 +148,7 @@ int System<D>::add_constraint(const DistanceConstraint& c) {
 
 template <int D>
 void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs) {
+  require_idle("add constraints");
   const std::size_t n0 = constraints_.size();
   for (std::size_t k = 0; k < cs.size(); ++k) {
     const DistanceConstraint& c = cs[k];
@@ -160,6 +171,7 @@ void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs) {
 
 template <int D>
 void System<D>::set_mass(int i, double m) {
+  require_idle("change a mass");
   require(std::isfinite(m) && m > 0,
           "Mass " + std::to_string(i) + ": mass must be positive, got " + fmt(m));
   mass_[i] = m;
@@ -169,6 +181,7 @@ void System<D>::set_mass(int i, double m) {
 
 template <int D>
 void System<D>::set_fix_pos(int k, const VecD& p) {
+  require_idle("move a fix");
   require(all_finite(p), "Fix " + std::to_string(k) + ": position contains NaN or Inf");
   fix_target_[k] = p;
   // Before the first step there is no motion to interpolate: the fix simply is there.
@@ -194,6 +207,7 @@ void System<D>::set_vel(int i, const VecD& v) {
 
 template <int D>
 void System<D>::set_state(const State<D>& s) {
+  require_idle("set its state");
   const int n = D * num_masses();
   require(s.q.size() == n && s.v.size() == n && s.acc.size() == n && s.aux.size() == n,
           "state: position/velocity/acceleration arrays must have " + std::to_string(n) +

@@ -15,6 +15,7 @@
 // rod tension (positive = pulling).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -170,6 +171,11 @@ class System {
   FixPath<D> resting_path() const;
 
   void topology_changed();
+  // One system is advanced by one thread at a time: simulate() releases Python's lock, so
+  // another thread could otherwise step or rebuild it mid-step (tests/test_core_input.py,
+  // test_two_threads_cannot_simulate_one_system). Changes raise while it runs.
+  std::atomic<bool> busy_{false};
+  void require_idle(const char* change) const;
   void ensure_pattern();
   // Consistent acceleration and multipliers at (q, v, t).
   void consistent_acceleration(const VectorXd& q, const VectorXd& v, double t,

@@ -144,3 +144,40 @@ def test_errors_leave_the_system_usable(mss):
     mss.add(ms.Spring(1.0, 10.0, (ms.Connector(ms.FIX, 0), ms.Connector(ms.MASS, 0))))
     mss.simulate(0.1, 10)
     assert np.isfinite(mss.positions).all()
+
+
+def test_two_threads_cannot_simulate_one_system():
+    """simulate() releases Python's lock: a second thread calling simulate() or changing the
+    same system while it runs gets an exception (it crashed the process before), and every
+    simulate() that did run counts in full: the final time is the sum of their durations."""
+    import threading
+    from mass_spring import presets
+
+    mss = ms.build_system(presets.cloth(24, 24, spacing=1 / 23, pins=[0, 23],
+                                        stiffness=1000.0, damping=0.01))
+    refused, completed = [], []
+    worker = threading.Thread(target=lambda: mss.simulate(1.0, 120))
+    worker.start()
+    while worker.is_alive():
+        try:
+            mss.simulate(0.01, 1)
+            completed.append(0.01)
+        except RuntimeError as ex:
+            refused.append(str(ex))
+        try:
+            mss.set_state(mss.get_state())
+        except RuntimeError as ex:
+            refused.append(str(ex))
+    worker.join()
+    assert refused, "the intruder never met a running simulate(); make the run longer"
+    assert all("another thread" in e for e in refused), refused[:3]
+    assert mss.time == pytest.approx(1.0 + sum(completed), abs=1e-9)
+    assert np.isfinite(mss.positions).all()
+
+
+def test_max_halvings_is_bounded():
+    mss = ms.MassSpringSystem3d()
+    mss.max_halvings = 60
+    for bad in (-1, 61, 200000):
+        with pytest.raises(ValueError, match=r"max_halvings must lie in \[0, 60\]"):
+            mss.max_halvings = bad
