@@ -69,6 +69,7 @@ def structure_object(name, structure, *, location=(0.0, 0.0, 0.0), collection=No
         settings.total_mass = sum(s.masses.tolist())
     settings.stiffness = s.stiffness
     settings.shear_stiffness = s.shear_stiffness
+    settings.bending_stiffness = s.bending_stiffness
     settings.damping = s.damping
     settings.stiffness_attribute = STIFFNESS_ATTRIBUTE if scaled else ""
     settings.initial_velocity = linear

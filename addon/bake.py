@@ -123,6 +123,7 @@ def simulation_settings(scene, obj, overrides: dict | None = None) -> Simulation
     return SimulationSettings(
         stiffness=settings.stiffness,
         shear_stiffness=settings.shear_stiffness,
+        bending_stiffness=settings.bending_stiffness,
         damping=settings.damping,
         gravity=np.array(scene.gravity if use_gravity else (0.0, 0.0, 0.0), dtype=np.float64),
         integrator=settings.integrator,

@@ -29,15 +29,27 @@ def edge_vertices(mesh) -> np.ndarray:
     return pairs.reshape(-1, 2).astype(np.int64)
 
 
-def quad_faces(mesh) -> np.ndarray:
-    """(Q, 4) vertex indices of the mesh's faces that have four corners."""
+def _polygon_corners(mesh):
+    """(corner vertex indices, each face's first corner, each face's corner count)."""
     sizes = np.empty(len(mesh.polygons), dtype=np.int32)
     starts = np.empty(len(mesh.polygons), dtype=np.int32)
     mesh.polygons.foreach_get("loop_total", sizes)
     mesh.polygons.foreach_get("loop_start", starts)
     corners = np.empty(len(mesh.loops), dtype=np.int32)
     mesh.loops.foreach_get("vertex_index", corners)
-    return corners[starts[sizes == 4][:, None] + np.arange(4)].astype(np.int64).reshape(-1, 4)
+    return corners.astype(np.int64), starts, sizes
+
+
+def quad_faces(mesh) -> np.ndarray:
+    """(Q, 4) vertex indices of the mesh's faces that have four corners."""
+    corners, starts, sizes = _polygon_corners(mesh)
+    return corners[starts[sizes == 4][:, None] + np.arange(4)].reshape(-1, 4)
+
+
+def faces(mesh) -> list:
+    """Every face of the mesh as an array of its vertex indices."""
+    corners, starts, sizes = _polygon_corners(mesh)
+    return np.split(corners, starts[1:]) if len(starts) else []
 
 
 def vertex_group_weights(obj, name: str, purpose: str) -> np.ndarray:
@@ -138,6 +150,9 @@ def mesh_to_arrays(obj) -> MeshArrays:
         shear_pairs=(import_core().quad_diagonals(quad_faces(mesh))
                      if settings.shear_stiffness > 0
                      else np.zeros((0, 2), np.int64)),
+        bending_pairs=(import_core().bending_pairs(faces(mesh))
+                       if settings.bending_stiffness > 0
+                       else np.zeros((0, 2), np.int64)),
         rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
         rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),
         pin_group=settings.pin_group,

@@ -92,6 +92,13 @@ class MassSpringSettings(bpy.types.PropertyGroup):
                     "0: only the mesh's edges are springs",
         default=0.0, min=0.0, soft_max=1e5, precision=2,
     )
+    bending_stiffness: FloatProperty(
+        name="Bending Stiffness",
+        description="Spring constant in N/m of extra springs across every edge shared by two "
+                    "faces (each vertex to the vertices beyond its neighbours), which make a "
+                    "sheet fold like cloth instead of crumpling like a net. 0: none",
+        default=0.0, min=0.0, soft_max=1e5, precision=2,
+    )
     stiffness_attribute: StringProperty(
         name="Stiffness Scale",
         description="Optional float edge attribute multiplying the stiffness per edge "

@@ -52,6 +52,8 @@ class MeshArrays:
     rope: np.ndarray  # (E,) bool: tension-only link
     # (S, 2) vertex pairs of shear springs (the diagonals of quad faces), if asked for.
     shear_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    # (B, 2) vertex pairs of bending springs (across edges shared by two faces), if asked for.
+    bending_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     # Words used in messages, e.g. the pin group's name.
     pin_group: str = ""
     mass_group: str = ""
@@ -67,6 +69,7 @@ class SimulationSettings:
 
     stiffness: float = 100.0
     shear_stiffness: float = 0.0  # of the springs on shear_pairs
+    bending_stiffness: float = 0.0  # of the springs on bending_pairs
     damping: float = 0.0
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     integrator: str = "GENERALIZED_ALPHA"
@@ -141,6 +144,8 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
             damping=settings.damping,
             shear_pairs=arrays.shear_pairs,
             shear_stiffness=settings.shear_stiffness,
+            bending_pairs=arrays.bending_pairs,
+            bending_stiffness=settings.bending_stiffness,
             velocities=velocities,
         )
         rods = int(structure.rod_edges().sum())

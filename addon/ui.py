@@ -76,6 +76,7 @@ class PHYSICS_PT_mass_spring_springs(MassSpringPanelBase, bpy.types.Panel):
         layout.prop(settings, "damping")
         layout.prop_search(settings, "stiffness_attribute", obj.data, "attributes", text="Stiffness Scale")
         layout.prop(settings, "shear_stiffness")
+        layout.prop(settings, "bending_stiffness")
 
 
 class PHYSICS_PT_mass_spring_marks(MassSpringPanelBase, bpy.types.Panel):

@@ -259,6 +259,36 @@ def test_shear_springs_match_core(scene, bake):
     assert np.abs(without - reference).max() > 1e-3  # the diagonals changed the motion
 
 
+def test_bending_springs_match_core(scene, bake):
+    """Bending Stiffness adds a spring from every vertex to the ones beyond its neighbours
+    along each grid line (mass_spring.bending_pairs of the mesh's faces)."""
+    nx, ny = 5, 4
+    obj = make_grid(nx=nx, ny=ny, location=(0.0, 0.0, 1.0))
+    configure(obj, bending_stiffness=80.0, use_scene_frame_range=False, frame_start=1,
+              frame_end=12)
+    pin(obj, [0, nx - 1])
+    start = world_coordinates(obj)
+
+    result = bake.bake_object(scene, obj)
+
+    idx = np.arange(nx * ny).reshape(ny, nx)
+    skips = np.concatenate([np.column_stack([idx[:, :-2].ravel(), idx[:, 2:].ravel()]),
+                            np.column_stack([idx[:-2, :].ravel(), idx[2:, :].ravel()])])
+    edges = grid_edges(obj)
+    n = len(start)
+    pinned = np.zeros(n, dtype=bool)
+    pinned[[0, nx - 1]] = True
+    skips = skips[~pinned[skips].all(axis=1)]
+    order = np.lexsort((skips[:, 1], skips[:, 0]))  # bending_pairs come sorted
+    reference = core_reference(start, np.full(n, 2.0 / n), pinned,
+                               np.concatenate([edges, skips[order]]), 12,
+                               stiffness=np.concatenate([np.full(len(edges), 300.0),
+                                                         np.full(len(skips), 80.0)]))
+    np.testing.assert_allclose(result.positions, reference, atol=1e-9)
+    without = core_reference(start, np.full(n, 2.0 / n), pinned, edges, 12)
+    assert np.abs(without - reference).max() > 1e-3  # the bending springs changed the motion
+
+
 @pytest.mark.parametrize("shear", [0.0, 1e4])
 def test_shear_springs_keep_a_quad_from_collapsing(scene, bake, shear):
     """A vertical square, one quad, held at its left edge: without diagonals it is a

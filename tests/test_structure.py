@@ -241,3 +241,35 @@ def test_malformed_input_is_refused_not_reshaped(fields, message):
     args.update(fields)
     with pytest.raises(ValueError, match=message):
         ms.Structure(**args)
+
+
+def test_bending_pairs_join_the_vertices_beyond_each_shared_edge():
+    grid = presets.cloth(3, 3)  # vertex (i, j) = 3 j + i
+    assert ms.bending_pairs(grid.faces).tolist() == [[0, 2], [0, 6], [1, 7], [2, 8], [3, 5],
+                                                    [6, 8]]
+    assert ms.bending_pairs([(0, 1, 2), (1, 0, 3)]).tolist() == [[2, 3]]
+    assert ms.bending_pairs([(0, 1, 2), (0, 1, 3)]).tolist() == [[2, 3]]  # either winding
+    assert ms.bending_pairs([(0, 1, 2, 3)]).tolist() == []  # no edge shared
+    # A triangle beside a quad: across their shared edge 1-2, 0 faces 3 and 4.
+    assert ms.bending_pairs([(0, 1, 2), (2, 1, 3, 4)]).tolist() == [[0, 3], [0, 4]]
+
+
+def test_bending_springs_are_added_only_with_a_stiffness_and_resist_folding():
+    """A horizontal strip clamped along its first two columns of vertices falls: without
+    bending springs it folds sharply at the clamp, a net hinged there; with them the fold
+    spreads along the strip and the first free column stays far closer to the plane."""
+    def first_free_column_drop(bending):
+        strip = presets.cloth(9, 3, spacing=0.1, pins=[0, 1, 9, 10, 18, 19], total_mass=0.1,
+                              stiffness=2000.0, shear_stiffness=2000.0, damping=2.0,
+                              bending_stiffness=bending)
+        mss = ms.build_system(strip)
+        springs = len(mss.springs)
+        mss.simulate(0.3, 30)
+        return springs, -mss.vertex_positions()[[2, 11, 20], 2].mean()
+    plain, drop_plain = first_free_column_drop(0.0)
+    bent, drop_bent = first_free_column_drop(20000.0)
+    pairs = ms.bending_pairs(presets.cloth(9, 3).faces)
+    pinned = np.isin(pairs, [0, 1, 9, 10, 18, 19]).all(axis=1)
+    assert bent - plain == (~pinned).sum()  # links between two pins are left out
+    assert drop_plain > 0.08
+    assert drop_bent < 0.5 * drop_plain

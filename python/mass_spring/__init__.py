@@ -169,6 +169,8 @@ MassSpringSystem3d.from_arrays = staticmethod(from_arrays)
 
 # Structures (vertices, edges, marks) and the one function that turns them into systems.
 from . import presets  # noqa: E402
-from .structure import Structure, between_pins, build_system, quad_diagonals  # noqa: E402
+from .structure import (  # noqa: E402
+    Structure, bending_pairs, between_pins, build_system, quad_diagonals)
 
-__all__ += ["Structure", "between_pins", "build_system", "presets", "quad_diagonals"]
+__all__ += ["Structure", "bending_pairs", "between_pins", "build_system", "presets",
+            "quad_diagonals"]

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .structure import Structure, between_pins, quad_diagonals
+from .structure import Structure, bending_pairs, between_pins, quad_diagonals
 
 
 def polar_xz(length: float, angle_deg: float, origin=(0.0, 0.0, 0.0)) -> tuple:
@@ -207,13 +207,15 @@ def crane(levels=6, level_height=0.45, side=0.4, jib_segments=5, jib_spacing=0.4
 
 
 def cloth(nx=5, ny=None, spacing=0.25, plane="XY", pins=(), total_mass=1.0,
-          stiffness=1000.0, shear_stiffness=0.0, damping=0.01) -> Structure:
+          stiffness=1000.0, shear_stiffness=0.0, damping=0.01,
+          bending_stiffness=0.0) -> Structure:
     """An `nx` × `ny` grid of vertices `spacing` apart with quad faces: a sheet of cloth.
 
     Vertex (i, j) has index j * nx + i and sits at (i, j, 0) * spacing ("XY", lying flat)
     or (i, 0, j) * spacing ("XZ", hanging). The edges are the rows' (i, j)-(i+1, j), then
     the columns' (i, j)-(i, j+1); face (i, j) is (a, a+1, a+nx+1, a+nx) with a = j*nx + i,
-    and its diagonals are the shear pairs. `pins` are vertex indices.
+    its diagonals are the shear pairs, and the bending pairs join every vertex's two
+    neighbours along a grid line. `pins` are vertex indices.
     """
     ny = nx if ny is None else ny
     if nx < 2 or ny < 2:
@@ -233,7 +235,8 @@ def cloth(nx=5, ny=None, spacing=0.25, plane="XY", pins=(), total_mass=1.0,
     pinned[np.asarray(pins, dtype=np.int64)] = True
     return Structure(positions=positions, edges=edges, faces=faces, pinned=pinned,
                      total_mass=total_mass, stiffness=stiffness, damping=damping,
-                     shear_pairs=quad_diagonals(faces), shear_stiffness=shear_stiffness)
+                     shear_pairs=quad_diagonals(faces), shear_stiffness=shear_stiffness,
+                     bending_pairs=bending_pairs(faces), bending_stiffness=bending_stiffness)
 
 
 PRESETS = {

@@ -50,6 +50,8 @@ class Structure:
     damping: float = 0.0                     # N·s/m of every spring
     shear_pairs: np.ndarray = field(default_factory=_no_pairs)  # (S, 2) shear springs
     shear_stiffness: float = 0.0             # N/m of every shear spring (0: none)
+    bending_pairs: np.ndarray = field(default_factory=_no_pairs)  # (B, 2) bending springs
+    bending_stiffness: float = 0.0           # N/m of every bending spring (0: none)
     velocities: np.ndarray | None = None     # (N, 3) m/s at the start; None: at rest
 
     def __post_init__(self):
@@ -70,8 +72,10 @@ class Structure:
             raise ValueError(f"stiffness_scale: expected {e} values, got shape "
                              f"{self.stiffness_scale.shape}")
         self.shear_pairs = _rows(self.shear_pairs, 2, np.int64, "shear_pairs")
+        self.bending_pairs = _rows(self.bending_pairs, 2, np.int64, "bending_pairs")
         _check_pairs(self.edges, n, "edge")
         _check_pairs(self.shear_pairs, n, "shear pair")
+        _check_pairs(self.bending_pairs, n, "bending pair")
         if self.masses is not None:
             self.masses = np.asarray(self.masses, dtype=np.float64)
             if self.masses.shape != (n,):
@@ -167,12 +171,46 @@ def quad_diagonals(faces) -> np.ndarray:
     return np.concatenate([quads[:, [0, 2]], quads[:, [1, 3]]]).reshape(-1, 2)
 
 
+def bending_pairs(faces) -> np.ndarray:
+    """(B, 2) vertex pairs of bending springs: across every edge shared by two faces, the
+    vertices next to each of its ends in the two faces (for triangles, the two vertices
+    opposite the edge; on a quad grid, every vertex's two neighbours along a grid line).
+
+    A flat sheet without them folds along any edge for free; these springs are stretched
+    or compressed by a fold, so the sheet bends like cloth. Each pair appears once.
+    """
+    polygons = [np.asarray(f, dtype=np.int64) for f in faces if len(f) >= 3]
+    if not polygons:
+        return np.zeros((0, 2), dtype=np.int64)
+    sizes = np.array([len(f) for f in polygons])
+    corners = np.concatenate(polygons)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    k = np.arange(len(corners)) - starts
+    size = np.repeat(sizes, sizes)
+    at = lambda shift: corners[starts + (k + shift) % size]  # noqa: E731
+    a, a_other, b, b_other = corners, at(-1), at(1), at(2)  # edge a-b, the faces' next vertices
+    key = np.sort(np.column_stack([a, b]), axis=1)
+    order = np.lexsort((key[:, 1], key[:, 0]))
+    key = key[order]
+    run_starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]).any(axis=1)])
+    run_lengths = np.diff(np.r_[run_starts, len(key)])
+    shared = run_starts[run_lengths == 2]  # edges of exactly two faces
+    r1, r2 = order[shared], order[shared + 1]
+    aligned = a[r1] == a[r2]  # the two faces run along the edge in the same direction
+    first = np.column_stack([a_other[r1], np.where(aligned, a_other[r2], b_other[r2])])
+    second = np.column_stack([b_other[r1], np.where(aligned, b_other[r2], a_other[r2])])
+    pairs = np.sort(np.concatenate([first, second]), axis=1)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    return np.unique(pairs, axis=0)
+
+
 def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
     """The 3-D system of `structure`: this is where edges become springs, rods and ropes.
 
     Unmarked edges and rope edges become springs (ropes only pull) of stiffness
-    ``stiffness * stiffness_scale``; rigid edges become rods; shear pairs become springs
-    of ``shear_stiffness`` when it is positive. Rest lengths are the current distances.
+    ``stiffness * stiffness_scale``; rigid edges become rods; shear and bending pairs become
+    springs of ``shear_stiffness`` and ``bending_stiffness`` when those are positive. Rest
+    lengths are the current distances.
     Links between two pinned vertices are left out (:func:`between_pins`). Bad input
     raises ValueError naming the vertex or edge.
     """
@@ -184,17 +222,22 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
     shear = s.shear_pairs[s.moving(s.shear_pairs)]
     if s.shear_stiffness <= 0:
         shear = shear[:0]
+    bending = s.bending_pairs[s.moving(s.bending_pairs)]
+    if s.bending_stiffness <= 0:
+        bending = bending[:0]
+    extra = np.concatenate([shear, bending])
     return from_arrays(
         s.positions,
         s.vertex_masses(),
         fixed=s.pinned,
         velocities=s.velocities,
-        springs=np.concatenate([s.edges[springs], shear]),
+        springs=np.concatenate([s.edges[springs], extra]),
         stiffness=np.concatenate([s.stiffness * s.stiffness_scale[springs],
-                                  np.full(len(shear), float(s.shear_stiffness))]),
+                                  np.full(len(shear), float(s.shear_stiffness)),
+                                  np.full(len(bending), float(s.bending_stiffness))]),
         rest_length=None,
         damping=s.damping,
-        rope=np.concatenate([s.rope[springs], np.zeros(len(shear), bool)]),
+        rope=np.concatenate([s.rope[springs], np.zeros(len(extra), bool)]),
         constraints=s.edges[rods],
         constraint_length=None,
         gravity=None if gravity is None else np.asarray(gravity, dtype=np.float64),
