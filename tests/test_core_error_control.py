@@ -138,3 +138,48 @@ def test_a_folding_sheet_keeps_its_energy_at_the_seeds_rho_inf():
     mss.set_integrator("generalized_alpha", rho_inf=0.8)
     mss.tolerance = 1e-2
     assert max_energy_gain(mss) <= 0.01 * 1.0 * 9.81 * 1.0
+
+
+def von_mises_truss(load, rise=0.1, stiffness=1e4, mass=1.0, damping=5.0):
+    """The von Mises truss: two springs from pins at (-1, 0) and (1, 0) to an apex of
+    `mass` at (0, rise), loaded downward by `load` newtons, released at rest."""
+    mss = ms.MassSpringSystem2d()
+    mss.gravity = [0.0, -load / mass]
+    left, right = mss.add(ms.Fix([-1.0, 0.0])), mss.add(ms.Fix([1.0, 0.0]))
+    apex = mss.add(ms.Mass(mass, [0.0, rise]))
+    length = math.hypot(1.0, rise)
+    mss.add(ms.Spring(length, stiffness, (left, apex), damping))
+    mss.add(ms.Spring(length, stiffness, (right, apex), damping))
+    return mss
+
+
+def test_a_snap_through_truss_stays_on_its_stable_branch():
+    """Below its critical load (the maximum of P(y) = 2 k (L - l) y / l, l = sqrt(1 + y^2))
+    the truss has an upper stable, a middle unstable and a lower stable equilibrium. Loaded
+    at half the critical load it stays up: steps of 1 ms keep it above the middle branch.
+    One fixed step per 0.5 s snaps it through to the lower branch; under error control with
+    the same longest step it stays up, as the fine steps do."""
+    rise, k = 0.1, 1e4
+    y = np.linspace(1e-4, rise, 10001)
+    length, l = math.hypot(1.0, rise), np.sqrt(1 + y * y)
+    critical = (2 * k * (length - l) * y / l).max()
+    load = 0.52 * critical
+    p = 2 * k * (length - l) * y / l
+    middle = y[np.flatnonzero(np.diff(np.sign(p - load)))[0]]  # the unstable equilibrium
+
+    def lowest(tolerance, steps_per_half_second):
+        mss = von_mises_truss(load, rise, k)
+        mss.tolerance = tolerance
+        low = rise
+        for _ in range(10):
+            mss.simulate(0.5, steps_per_half_second)
+            low = min(low, mss.masses[0].pos[1])
+        return low, mss.masses[0].pos[1]
+
+    fine_low, fine_end = lowest(0.0, 500)
+    assert fine_low > middle and fine_end > middle
+    coarse_low, coarse_end = lowest(0.0, 1)
+    assert coarse_end < -middle  # snapped through: the known failure of one big step
+    controlled_low, controlled_end = lowest(1e-2, 1)
+    assert controlled_low > middle and controlled_end > middle
+    assert controlled_end == pytest.approx(fine_end, abs=0.02)
