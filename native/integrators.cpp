@@ -387,15 +387,37 @@ double System<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc
 
 template <int D>
 bool System<D>::energy_kept(double energy_before, double energy_scale) const {
-  return kinetic_energy() + potential_energy() <= energy_before + tolerance * energy_scale;
+  const double energy = kinetic_energy() + potential_energy();
+  // A step may raise the energy a little (the integrator's own oscillation around the
+  // exact value), but the run never climbs more than 1 % of the energy at stake above
+  // where it started (tests/test_core_error_control.py: the rope and the folding sheet).
+  // A step that raises it by no more than round-off is always kept, so that short enough
+  // steps pass even at the ceiling.
+  if (energy <= energy_before + 1e-12 * energy_scale) return true;
+  return energy <= energy_before + tolerance * energy_scale &&
+         energy <= energy_ceiling_ + 0.01 * energy_scale;
 }
 
 template <int D>
 void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>& path) {
   // Energy can only be checked where the physics cannot add any: fixes at rest.
   const bool check_energy = !path.moving;
-  double energy_scale = 0;
-  for (int i = 0; i < num_masses(); ++i) energy_scale += mass_[i] * gravity.norm() * length_scale_;
+  // The energy at stake, independent of where the origin is: the weight times the
+  // structure's size, plus the kinetic and spring energy it has now.
+  double weight_energy = 0, gravity_potential = 0;
+  for (int i = 0; i < num_masses(); ++i) {
+    weight_energy += mass_[i] * gravity.norm() * length_scale_;
+    gravity_potential -= mass_[i] * gravity.dot(pos(i));
+  }
+  const double energy_now = kinetic_energy() + potential_energy();
+  const double energy_scale = weight_energy + std::abs(energy_now - gravity_potential);
+  // Fixes that move add energy: the ceiling starts again after them.
+  if (!check_energy || gravity != ceiling_gravity_)
+    energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
+  if (check_energy && std::isnan(energy_ceiling_)) {
+    energy_ceiling_ = energy_now;
+    ceiling_gravity_ = gravity;
+  }
   double h = step_proposal_ > 0 ? std::min(step_proposal_, h_max) : h_max;
   const double h_min = 1e-12 * std::max(h_max, 1.0);
   while (t_end - state_.time > 1e-12 * h_max) {
@@ -410,8 +432,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     const bool solved = implicit_step(h, path, why);
     const double err = solved ? last_local_error / (tolerance * length_scale_)
                               : std::numeric_limits<double>::infinity();
-    const bool kept = !solved || !check_energy ||
-                      energy_kept(energy_before, energy_scale + std::abs(energy_before));
+    const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_scale);
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
       ++total_steps;
       // The local error is O(h^3): the step that would just meet the tolerance, with a

@@ -46,6 +46,7 @@ template <int D>
 void System<D>::topology_changed() {
   pattern_ready_ = false;
   state_.consistent = false;
+  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
 }
 
 template <int D>
@@ -176,6 +177,7 @@ void System<D>::set_mass(int i, double m) {
           "Mass " + std::to_string(i) + ": mass must be positive, got " + fmt(m));
   mass_[i] = m;
   state_.consistent = false;
+  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();  // the energy changed
   pattern_ready_ = false;  // the length scale and regularization depend on masses
 }
 
@@ -225,6 +227,7 @@ void System<D>::set_state(const State<D>& s) {
   lin_.invalidate_factor();
   consistency_lin_.invalidate_factor();
   step_proposal_ = 0.0;  // error control starts afresh from a restored state
+  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
   has_stepped_ = true;  // fix writes after a restore mean motion from the restored place
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <limits>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -197,6 +198,10 @@ class System {
   // Whether the step just taken from `before` kept the energy from growing by more than
   // the tolerance allows (the physics cannot add energy when no fix moves).
   bool energy_kept(double energy_before, double energy_scale) const;
+  // The energy a run under error control may not climb above: its energy when error
+  // control started or the fixes last moved (NaN: not set yet).
+  double energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
+  VecD ceiling_gravity_ = VecD::Zero();  // the gravity the ceiling was measured under
   double newton_tolerance() const;
   double step_proposal_ = 0.0;  // the controller's next step size, carried between calls
   void check_connector(const Connector& c, const std::string& item) const;

@@ -60,11 +60,14 @@ def max_energy_gain(mss, seconds=4.0, fps=24, substeps=5):
     return gain
 
 
-def test_a_rope_gains_energy_with_fixed_steps_and_not_under_error_control():
+@pytest.mark.parametrize("tolerance", [1e-3, 0.1])
+def test_a_rope_gains_energy_with_fixed_steps_and_not_under_error_control(tolerance):
+    """The energy may not climb above its start by more than 1 % of m g L (plus the
+    kinetic and spring energy, nearly 0 at the start), at any tolerance."""
     m_g_l = 2 * 0.001 * 9.81 * 1.0  # both masses, the rope's length
     assert max_energy_gain(rope()) > 100 * m_g_l  # the known problem (issue 15)
     controlled = rope()
-    controlled.tolerance = 1e-3
+    controlled.tolerance = tolerance
     assert max_energy_gain(controlled) <= 0.01 * m_g_l
     st = controlled.stats
     assert st["steps"] >= 4 * 24 * 5  # never longer than the substeps allow
