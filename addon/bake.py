@@ -21,7 +21,8 @@ import numpy as np
 from . import writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
-from .simulation import FrameSimulation, SimulationSettings, simulate_world_positions
+from .simulation import (FrameSimulation, SimulationSettings, simulate_world_positions,
+                         transform_points)
 
 __all__ = [
     "BakeCancelled", "BakeError", "BakeJob", "BakeResult", "BakeSettings",
@@ -61,6 +62,14 @@ class BakeResult:
     def totals(self) -> dict:
         """The report summed over the bake (report_totals)."""
         return report_totals(self.report)
+
+    def world_positions(self) -> np.ndarray:
+        """(F, N, 3) world positions of the written frames, from the float32 frames and
+        each frame's object matrix: cheap, for drawing and checks to about 1e-6 of the
+        coordinates (`positions` re-runs the simulation for the core's float64 values)."""
+        matrices = self.simulation_inputs[2]
+        return np.stack([transform_points(m, frame.astype(np.float64))
+                         for m, frame in zip(matrices, self.local_positions)])
 
     @cached_property
     def positions(self) -> np.ndarray:

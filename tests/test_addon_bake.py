@@ -772,3 +772,16 @@ def test_transform_set_by_a_script_without_update_is_used(scene, bake):
     bob = result.positions[:, 1]
     # (Blender keeps the rotation in single precision: cos(pi/2) = -4e-8.)
     np.testing.assert_allclose(bob, np.tile([0.0, 0.0, 1.0], (len(bob), 1)), atol=1e-6)
+
+
+def test_world_positions_from_the_written_frames_match_the_core(scene, bake):
+    """BakeResult.world_positions() maps the float32 frames back to world space through
+    each frame's matrix: the core's float64 positions to float32 precision."""
+    obj = make_grid(nx=4, ny=3, location=(0.5, -0.2, 1.0))
+    obj.rotation_euler = (0.3, 0.0, 0.4)
+    configure(obj, use_scene_frame_range=False, frame_start=1, frame_end=8)
+    pin(obj, [0, 3])
+    result = bake.bake_object(scene, obj)
+    world = result.world_positions()
+    assert world.shape == result.positions.shape and world.dtype == np.float64
+    np.testing.assert_allclose(world, result.positions, rtol=0, atol=2e-6)

@@ -41,7 +41,7 @@ def deck(positions, width):
 def decorate(scene, objects, results):
     bridge = objects[0]
     width = DEFAULTS["width"]
-    positions = results[bridge.name].positions
+    positions = results[bridge.name].world_positions()
     bottom = deck(positions, width)
     middle = width // 2
     deepest = int(np.argmin(bottom[:, middle, 2]))

@@ -40,7 +40,7 @@ def load_index(obj) -> int:
 
 def decorate(scene, objects, results):
     crane = objects[0]
-    positions = results[crane.name].positions
+    positions = results[crane.name].world_positions()
     load = load_index(crane)
     _common.add_trail("Path of the load", positions[:, load], radius=0.01)
     x0, _, _ = crane.location

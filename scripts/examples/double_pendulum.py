@@ -34,7 +34,7 @@ def build(**params):
 
 def decorate(scene, objects, results):
     pendulum = objects[0]
-    positions = results[pendulum.name].positions
+    positions = results[pendulum.name].world_positions()
     _common.add_trail("Path of the outer mass", positions[:, 2], radius=0.009)
     _common.add_trail("Path of the inner mass", positions[:, 1], color=(0.3, 0.3, 0.32),
                       radius=0.005)

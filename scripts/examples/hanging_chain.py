@@ -33,7 +33,7 @@ def build(**params):
 
 def decorate(scene, objects, results):
     chain = objects[0]
-    positions = results[chain.name].positions
+    positions = results[chain.name].world_positions()
     _common.add_trail("Tip path", positions[:, -1], radius=0.012)
     x0, _, z0 = chain.location
     scenes.add_box("Beam", (x0 - 0.6, -0.06, z0), (x0 + 0.6, 0.06, z0 + 0.1))

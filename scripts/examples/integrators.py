@@ -53,7 +53,7 @@ def decorate(scene, objects, results):
     length, amplitude = DEFAULTS["length"], DEFAULTS["amplitude"]
     ratios = {}
     for obj in objects:
-        positions = results[obj.name].positions
+        positions = results[obj.name].world_positions()
         x = positions[:, 1, 0] - positions[:, 0, 0]
         z = obj.location[2]
         t = np.linspace(TRACE_X[0], TRACE_X[1], len(x))

@@ -55,7 +55,7 @@ def measured_period(t, x):
 
 def decorate(scene, objects, results):
     pendulum = objects[0]
-    positions = results[pendulum.name].positions
+    positions = results[pendulum.name].world_positions()
     _common.add_trail("Path of the mass", positions[:, 1], radius=0.012)
     x0, _, z0 = pendulum.location
     scenes.add_box("Beam", (x0 - 0.5, -0.06, z0), (x0 + 0.5, 0.06, z0 + 0.1))

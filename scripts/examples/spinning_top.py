@@ -36,7 +36,7 @@ def build(**params):
 
 def decorate(scene, objects, results):
     ring = objects[0]
-    positions = results[ring.name].positions
+    positions = results[ring.name].world_positions()
     n = DEFAULTS["n"]
     rest = np.vstack([positions[0, :n], positions[0, :1]])
     _common.add_trail("Ring as modelled", rest, color=(0.3, 0.3, 0.32), radius=0.005)
