@@ -172,7 +172,7 @@ void System<D>::ensure_pattern() {
                      "rods); use 'auto' or 'direct'");
   if (constraints_.empty() &&
       (linear_solver_ == "multigrid" ||
-       (linear_solver_ == "auto" && num_masses() >= kMultigridMinMasses)))
+       (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses())))
     lin_.use_multigrid(D);
   pattern_ready_ = true;
 }

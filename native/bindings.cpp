@@ -368,7 +368,7 @@ void bind_system(py::module_& m, const std::string& name) {
             if (!(std::isfinite(t) && t >= 0 && t < 1))
               throw InputError("tolerance must lie in [0, 1) (0: fixed steps), got " +
                                std::to_string(t));
-            s.tolerance = t;
+            s.set_tolerance(t);
           },
           "Error control: 0 (the default) takes the steps simulate() is given; > 0 takes "
           "steps up to tend/steps sized so the local error stays within tolerance x the "
@@ -638,6 +638,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("FIX") = static_cast<int>(FIX);
   m.attr("MASS") = static_cast<int>(MASS);
   m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
+  m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = System<3>::kMultigridMinMassesControlled;
   m.attr("INTEGRATOR_TABLE") = integrator_table();
   py::module_ laws = m.def_submodule("laws");
   bind_laws(laws);

@@ -88,6 +88,18 @@ class System {
   std::string linear_solver() const { return linear_solver_; }
   void set_linear_solver(const std::string& name);
   static constexpr int kMultigridMinMasses = 4000;
+  // Under error control Newton's linear systems are solved to 1e-1, where a V-cycle beats
+  // an LDL^T factor that a folding sheet makes stale almost every step from about 1000
+  // masses on; a hanging sheet is a little slower with it (docs/performance.md).
+  static constexpr int kMultigridMinMassesControlled = 1000;
+  int multigrid_min_masses() const {
+    return tolerance > 0 ? kMultigridMinMassesControlled : kMultigridMinMasses;
+  }
+  // Switching error control on or off also changes "auto"'s choice of linear solver.
+  void set_tolerance(double t) {
+    if ((t > 0) != (tolerance > 0)) pattern_ready_ = false;
+    tolerance = t;
+  }
   int max_halvings = 12;
   // Error control (0, the default: off). With tolerance > 0 the implicit integrators take
   // steps of any size up to tend/steps, chosen so that each step's local error estimate,

@@ -138,3 +138,21 @@ def test_linear_solver_choice_is_validated():
         rods.simulate(0.1, 1)
     rods.linear_solver = "direct"
     rods.simulate(0.1, 1)  # still usable after the refusal
+
+
+def test_under_error_control_auto_picks_multigrid_from_fewer_masses():
+    """With mss.tolerance > 0 "auto" takes multigrid from MULTIGRID_MIN_MASSES_CONTROLLED
+    masses on; switching error control off goes back to the direct factor."""
+    assert ms.MULTIGRID_MIN_MASSES_CONTROLLED < ms.MULTIGRID_MIN_MASSES
+    mid = sheet(34)  # 1156 vertices, 2 pinned
+    assert ms.MULTIGRID_MIN_MASSES_CONTROLLED <= len(mid.masses) < ms.MULTIGRID_MIN_MASSES
+    mid.tolerance = 1e-2
+    mid.simulate(1 / 120, 1)
+    assert mid.stats["multigrid"]
+    mid.tolerance = 0.0
+    mid.simulate(1 / 120, 1)
+    assert not mid.stats["multigrid"]
+    small = sheet(20)
+    small.tolerance = 1e-2
+    small.simulate(1 / 120, 1)
+    assert not small.stats["multigrid"]

@@ -15,6 +15,7 @@ from ._core import (  # noqa: F401  (re-exported API)
     INTEGRATOR_TABLE,
     MASS,
     MULTIGRID_MIN_MASSES,
+    MULTIGRID_MIN_MASSES_CONTROLLED,
     Chain,
     Connector,
     DistanceConstraint,
@@ -43,7 +44,7 @@ INTEGRATOR_INFO = tuple(IntegratorInfo(*row) for row in INTEGRATOR_TABLE)
 INTEGRATORS = tuple(info.name for info in INTEGRATOR_INFO)
 
 __all__ = [
-    "FIX", "MASS", "MULTIGRID_MIN_MASSES", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
+    "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring",
     "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "from_arrays",
 ]
