@@ -309,7 +309,7 @@ def _bake_one(scene, obj, overrides: dict, quiet: bool, interrupt) -> None:
     start, end = bake.frame_range(scene, obj, overrides)
     say(f"{obj.name}: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
         f"frames {start}..{end}, {settings.integrator.lower()}, {settings.substeps} substeps")
-    progress = Progress(obj.name, settings.substeps, quiet)
+    progress = Progress(obj.name, quiet)
     t0 = time.perf_counter()
     try:
         result = bake.bake_object(scene, obj, progress=progress, overrides=overrides,
@@ -350,8 +350,8 @@ class Progress:
     On a terminal one line is rewritten in place; in a log, a line every few seconds.
     """
 
-    def __init__(self, name: str, substeps: int, quiet: bool = False):
-        self.name, self.substeps, self.quiet = name, max(1, substeps), quiet
+    def __init__(self, name: str, quiet: bool = False):
+        self.name, self.quiet = name, quiet
         self.start = time.perf_counter()
         self.last_print = 0.0
         self.tty = sys.stderr.isatty()

@@ -48,7 +48,7 @@ PART_COLORS = {"MS Spring": "SPRING", "MS Rod": "ROD", "MS Rope": "ROPE", "MS Ma
 def color_of(material_name: str, default=(0.8, 0.8, 0.8)) -> tuple:
     """The linear RGB colour of one of the scenes' materials."""
     if material_name in PART_COLORS:
-        return tuple(getattr(_addon_module("palette"), PART_COLORS[material_name]))
+        return tuple(getattr(addon_loader.addon_module("palette"), PART_COLORS[material_name]))
     return STAGE_COLORS.get(material_name, default)
 
 
@@ -76,14 +76,9 @@ def configure(obj, **settings):
 def structure_object(name: str, structure, *, location=(0.0, 0.0, 0.0), collection=None):
     """A mesh object of a ``mass_spring.Structure``, enabled and ready to bake: the add-on's
     own ``add_menu.structure_object`` (the Add menu's), with the groups "pin" and "mass"."""
-    return _addon_module("add_menu").structure_object(
+    return addon_loader.addon_module("add_menu").structure_object(
         name, structure, location=location, collection=collection, pin_group=PIN_GROUP,
         mass_group=MASS_GROUP)
-
-
-def _addon_module(name: str):
-    """A module of the add-on (installed, or registered from the repo by the one loader)."""
-    return addon_loader.addon_module(name)
 
 
 # ----------------------------------------------------------------------------- structures
@@ -612,6 +607,6 @@ def clear_scene(scene):
 
 def finish_demo_scene(scene):
     """After the bake: tubes and balls on every structure so the render shows them."""
-    for obj in _addon_module("bake").enabled_objects(scene):
+    for obj in addon_loader.addon_module("bake").enabled_objects(scene):
         add_edge_visuals(obj, radius=0.026)
     return scene
