@@ -28,6 +28,21 @@
 
 namespace ms {
 
+// Newton's error as an acceleration, RMS over the masses of |a_i|, estimated the way
+// SUNDIALS IDA estimates it: from the size of the last correction and the rate at which
+// Newton contracts, rate / (1 - rate) * |last correction|. The rate is the ratio of the
+// last two corrections; after the first correction, the ratio of the residuals (R / m)
+// before and after it.
+struct NewtonErrorTest {
+  void add_residual(double rms_acceleration);
+  void add_correction(double size);
+  double error_estimate() const;  // infinite while it cannot tell
+
+ private:
+  double residual = -1, residual_rate = -1;
+  double correction = -1, correction_rate = -1;
+};
+
 template <int D>
 class System {
  public:
@@ -61,13 +76,15 @@ class System {
 
   // ---- state ----
   const State<D>& state() const { return state_; }
-  // The state as a restart point: also restarts the linear solvers' factor reuse, the one
-  // hidden input of a step, so that continuing from a checkpoint equals continuing from
+  // The state as a restart point: also restarts the hidden inputs of a step (the linear
+  // solvers' factor reuse; under error control the step size carried between calls), so
+  // that continuing from a checkpoint equals continuing from
   // its restore into any identical system (test_core_state.py). It is a command, not a
   // read: state() and every other read leave the run untouched (test_core_reads.py).
   const State<D>& checkpoint() {
     lin_.invalidate_factor();
     consistency_lin_.invalidate_factor();
+    step_proposal_ = 0.0;
     return state_;
   }
   void set_state(const State<D>& s);
@@ -207,6 +224,8 @@ class System {
   // Zienkiewicz-Xie estimate |beta - 1/6| h^2 (acc1 - acc0) as an RMS over the masses'
   // coordinates (tests/test_core_error_control.py checks its order against the true error).
   double local_error_estimate(const VectorXd& acc0, const VectorXd& acc1, double h) const;
+  // RMS over the masses of |v_i| / m_i for a vector of forces v (per-mass acceleration).
+  double rms_acceleration(const VectorXd& forces) const;
   // Whether the step just taken from `before` kept the energy from growing by more than
   // the tolerance allows (the physics cannot add energy when no fix moves).
   bool energy_kept(double energy_before, double energy_scale) const;
@@ -215,6 +234,11 @@ class System {
   double energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
   VecD ceiling_gravity_ = VecD::Zero();  // the gravity the ceiling was measured under
   double newton_tolerance() const;
+  // Newton under error control stops once its position error is this share of the local
+  // error the step may make: the share SUNDIALS IDA uses (0.33).
+  static constexpr double kNewtonShareOfTolerance = 0.33;
+  bool stopped_early_ = false;  // the last step's Newton stopped at the position estimate
+  bool strict_newton_ = false;  // retry of a rejected step: Newton to the force tolerance
   double step_proposal_ = 0.0;  // the controller's next step size, carried between calls
   void check_connector(const Connector& c, const std::string& item) const;
 
