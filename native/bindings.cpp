@@ -372,7 +372,7 @@ void bind_system(py::module_& m, const std::string& name) {
           },
           "Error control: 0 (the default) takes the steps simulate() is given; > 0 takes "
           "steps up to tend/steps sized so the local error stays within tolerance x the "
-          "structure's size")
+          "mean length of the springs and rods (the extent of the masses if there are none)")
       .def_property(
           "max_halvings", [](const S& s) { return s.max_halvings; },
           [](S& s, int n) {
