@@ -140,21 +140,37 @@ py::dict state_to_dict(const System<D>& s, const State<D>& st) {
   return d;
 }
 
+// One entry of a state dict, with a message naming it when it is missing or of the wrong
+// type (instead of a KeyError or pybind11's "Unable to cast").
+template <class T>
+T state_field(const py::dict& d, const char* key, const char* expected) {
+  if (!d.contains(key)) throw InputError(std::string("state: missing '") + key + "'");
+  try {
+    return d[key].cast<T>();
+  } catch (const std::exception&) {  // pybind11's cast_error, numpy's conversion errors
+    throw InputError(std::string("state: '") + key + "' must be " + expected + ", got " +
+                     std::string(py::str(py::type::of(d[key]).attr("__name__"))));
+  }
+}
+
 template <int D>
 void state_from_dict(System<D>& s, const py::dict& d) {
-  if (!d.contains("dim") || d["dim"].cast<int>() != D)
+  if (state_field<int>(d, "dim", "an integer") != D)
     throw InputError("state: made by a system of another dimension");
   State<D> st;
   const Eigen::Index n = D * s.num_masses();
-  st.time = d["time"].cast<double>();
-  st.q = from_array(d["q"].cast<Arr>(), n, "state q");
-  st.v = from_array(d["v"].cast<Arr>(), n, "state v");
-  st.acc = from_array(d["acc"].cast<Arr>(), n, "state acc");
-  st.aux = from_array(d["aux"].cast<Arr>(), n, "state aux");
-  st.lam = from_array(d["lam"].cast<Arr>(), static_cast<Eigen::Index>(s.constraints().size()), "state lam");
-  const VectorXd fixes = from_array(d["fix_pos"].cast<Arr>(), D * s.num_fixes(), "state fix_pos");
+  const char* array = "an array of numbers";
+  st.time = state_field<double>(d, "time", "a number");
+  st.q = from_array(state_field<Arr>(d, "q", array), n, "state q");
+  st.v = from_array(state_field<Arr>(d, "v", array), n, "state v");
+  st.acc = from_array(state_field<Arr>(d, "acc", array), n, "state acc");
+  st.aux = from_array(state_field<Arr>(d, "aux", array), n, "state aux");
+  st.lam = from_array(state_field<Arr>(d, "lam", array),
+                      static_cast<Eigen::Index>(s.constraints().size()), "state lam");
+  const VectorXd fixes =
+      from_array(state_field<Arr>(d, "fix_pos", array), D * s.num_fixes(), "state fix_pos");
   for (int k = 0; k < s.num_fixes(); ++k) st.fix_pos.push_back(fixes.template segment<D>(D * k));
-  st.consistent = d["consistent"].cast<bool>();
+  st.consistent = state_field<bool>(d, "consistent", "True or False");
   s.set_state(st);
 }
 
@@ -615,7 +631,15 @@ py::tuple integrator_table() {
 std::array<Connector, 2> pair_of(const py::sequence& c, const char* what) {
   if (py::len(c) != 2)
     throw InputError(std::string(what) + ": connectors must be a pair (a, b)");
-  return {c[0].cast<Connector>(), c[1].cast<Connector>()};
+  try {
+    return {c[0].cast<Connector>(), c[1].cast<Connector>()};
+  } catch (const py::cast_error&) {
+    // e.g. Spring(1, 1, [0, 1]): vertex numbers where connectors belong
+    throw InputError(std::string(what) +
+                     ": connectors must be the pair returned by add(Mass(...)) / add(Fix(...)), "
+                     "got " + std::string(py::str(py::type::of(c[0]).attr("__name__"))) +
+                     " and " + std::string(py::str(py::type::of(c[1]).attr("__name__"))));
+  }
 }
 
 }  // namespace

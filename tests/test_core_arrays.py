@@ -57,6 +57,17 @@ def test_index_array_for_fixed_and_2d():
     assert s.vertex_positions().shape == (2, 2)
 
 
+def test_an_integer_zero_one_mask_is_refused_not_read_as_indices():
+    # [1, 0, 0] as indices would fix vertices 0 and 1, the opposite of the mask it looks
+    # like; unique indices and boolean masks keep working.
+    pos = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match="unique.*boolean"):
+        ms.from_arrays(pos, 1.0, fixed=np.array([1, 0, 0]))
+    np.testing.assert_array_equal(ms.from_arrays(pos, 1.0, fixed=[2, 0]).fixed_vertices, [0, 2])
+    mask = ms.from_arrays(pos, 1.0, fixed=np.array([1, 0, 0]).astype(bool))
+    np.testing.assert_array_equal(mask.fixed_vertices, [0])
+
+
 def test_moving_anchor_through_fix_positions():
     pos = np.array([[0, 0, 0], [0, 0, -1.0]])
     s = ms.MassSpringSystem3d.from_arrays(pos, 1.0, fixed=[True, False],

@@ -192,3 +192,27 @@ def test_max_halvings_is_bounded():
     for bad in (-1, 61, 200000):
         with pytest.raises(ValueError, match=r"max_halvings must lie in \[0, 60\]"):
             mss.max_halvings = bad
+
+
+def test_connectors_of_the_wrong_type_get_a_message_not_a_cast_error():
+    with pytest.raises(ValueError, match="Spring: connectors must be .*add\\(Mass.*int and int"):
+        ms.Spring(1.0, 1.0, [0, 1])
+    with pytest.raises(ValueError, match="DistanceConstraint: connectors"):
+        ms.DistanceConstraint(1.0, ["a", "b"])
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"time": "x"}, "'time' must be a number, got str"),
+    ({"q": "x"}, "'q' must be an array"),
+    ({"consistent": "yes"}, "'consistent' must be True or False"),
+])
+def test_set_state_names_a_bad_entry(change, message):
+    mss = ms.from_arrays(np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), 1.0, fixed=[0],
+                         springs=[[0, 1]], stiffness=10.0, gravity=[0, 0, -9.81])
+    state = mss.get_state()
+    with pytest.raises(ValueError, match=message):
+        mss.set_state({**state, **change})
+    for key in ("dim", "time", "lam"):
+        with pytest.raises(ValueError, match=f"missing '{key}'"):
+            mss.set_state({k: v for k, v in state.items() if k != key})
+    mss.set_state(state)  # the untouched state still restores
