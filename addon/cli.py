@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import time
@@ -78,8 +79,8 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that choose what is baked and how, and where it is saved."""
     p = parser
     p.add_argument("--objects", action="append", metavar="NAMES",
-                   help="comma-separated objects to bake, may be repeated (default: every "
-                        "object with Mass–Spring enabled)")
+                   help="comma-separated objects to bake, may be repeated; write a comma "
+                        "inside a name as \\, (default: every object with Mass–Spring enabled)")
     p.add_argument("--frame-start", type=int, help="first baked frame (default: the object's setting)")
     p.add_argument("--frame-end", type=int, help="last baked frame (default: the object's setting)")
     p.add_argument("--output", "-o", metavar="BLEND",
@@ -97,7 +98,7 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
                    "(the fewest, under error control)")
     p.add_argument("--accuracy", type=float, metavar="TOL",
                    help="override the error control's tolerance (a fraction of each object's "
-                        "size; 0: fixed steps) for this bake")
+                        "mean edge length; 0: fixed steps) for this bake")
     p.add_argument("--report", metavar="CSV",
                    help="write one row per baked frame and object: " + ",".join(REPORT_COLUMNS))
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
@@ -116,16 +117,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Blender's own limit on frame numbers (MAXFRAME), and a bound on substeps far beyond any
+# useful bake that keeps a typo from running for days (tests/test_addon_cli.py).
+MAX_FRAME = 1048574
+MAX_SUBSTEPS = 10000
+
+
+def object_names(values: list[str]) -> list[str]:
+    """The names in repeated, comma-separated --objects values; "\\," is a comma inside
+    a name ("Rope\\, long")."""
+    names = []
+    for value in values:
+        for name in re.split(r"(?<!\\),", value):
+            name = name.replace("\\,", ",").strip()
+            if name:
+                names.append(name)
+    return names
+
+
 def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
     """Split --objects lists and refuse inconsistent values (a usage error of `parser`)."""
     if args.objects:
-        args.objects = [n.strip() for item in args.objects for n in item.split(",") if n.strip()]
+        args.objects = object_names(args.objects)
     if args.rho_inf is not None and not 0.0 <= args.rho_inf <= 1.0:
         parser.error(f"--rho-inf must be between 0 and 1, got {args.rho_inf}")
     if args.accuracy is not None and not 0.0 <= args.accuracy <= 0.5:
         parser.error(f"--accuracy must be between 0 and 0.5, got {args.accuracy}")
-    if args.substeps is not None and args.substeps < 1:
-        parser.error(f"--substeps must be at least 1, got {args.substeps}")
+    if args.substeps is not None and not 1 <= args.substeps <= MAX_SUBSTEPS:
+        parser.error(f"--substeps must be between 1 and {MAX_SUBSTEPS}, got {args.substeps}")
+    for option, frame in (("--frame-start", args.frame_start), ("--frame-end", args.frame_end)):
+        if frame is not None and not -MAX_FRAME <= frame <= MAX_FRAME:
+            parser.error(f"{option} must be within Blender's frame range ±{MAX_FRAME}, got {frame}")
     if (args.frame_start is not None and args.frame_end is not None
             and args.frame_end <= args.frame_start):
         parser.error(f"--frame-end ({args.frame_end}) must be after --frame-start ({args.frame_start})")

@@ -91,6 +91,28 @@ def test_command_exit_codes_for_bad_input(chain_blend, tmp_path, capfd):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("--substeps", str(2 ** 40), "--substeps must be between 1 and 10000"),
+    ("--frame-start", str(-2 ** 40), "--frame-start must be within Blender's frame range"),
+    ("--frame-end", "2000000000", "--frame-end must be within Blender's frame range"),
+])
+def test_absurd_counts_are_a_one_line_usage_error(chain_blend, tmp_path, capfd,
+                                                   option, value, message):
+    # Before: tracebacks, or a 14.9 GiB allocation for --frame-end 2000000000.
+    out = tmp_path / "x.blend"
+    capfd.readouterr()
+    assert submodule("cli").execute([str(chain_blend), option, value, "--output", str(out)]) == 2
+    err = capfd.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_object_names_may_contain_escaped_commas():
+    names = submodule("cli").object_names
+    assert names([r"Rope\, long", "Chain, Bridge"]) == ["Rope, long", "Chain", "Bridge"]
+    assert names(["A,,B ,"]) == ["A", "B"]
+
+
 def test_overrides_do_not_touch_the_settings(chain_blend):
     """The override dict changes the bake, never obj.mass_spring."""
     bake = submodule("bake")
