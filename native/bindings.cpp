@@ -1,6 +1,7 @@
 // Python bindings (module mass_spring._core). The seed API: MassSpringSystem2d/3d with
 // Mass, Fix, Spring, Chain and DistanceConstraint; live element lists; numpy accessors
 // and a state checkpoint for big meshes.
+#include <chrono>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -142,6 +143,26 @@ py::dict state_to_dict(const System<D>& s, const State<D>& st) {
 
 // One entry of a state dict, with a message naming it when it is missing or of the wrong
 // type (instead of a KeyError or pybind11's "Unable to cast").
+// simulate() without the GIL, checking Python's signals between steps at most every
+// 50 ms, so that Ctrl-C stops a long call (KeyboardInterrupt, the state at the last whole
+// step: tests/test_core_input.py).
+template <int D>
+void simulate_interruptibly(System<D>& s, double tend, int steps) {
+  using Clock = std::chrono::steady_clock;
+  auto next_check = Clock::now();
+  auto interrupted = [&next_check]() {
+    const auto now = Clock::now();
+    if (now < next_check) return false;
+    next_check = now + std::chrono::milliseconds(50);
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    PyErr_Clear();  // raised again as KeyboardInterrupt from Interrupted
+    return true;
+  };
+  py::gil_scoped_release release;
+  s.simulate(tend, steps, interrupted);
+}
+
 template <class T>
 T state_field(const py::dict& d, const char* key, const char* expected) {
   if (!d.contains(key)) throw InputError(std::string("state: missing '") + key + "'");
@@ -338,8 +359,7 @@ void bind_system(py::module_& m, const std::string& name) {
                                }};
                              })
       // -- integration
-      .def("simulate", &S::simulate, py::arg("tend"), py::arg("steps"),
-           py::call_guard<py::gil_scoped_release>(),
+      .def("simulate", &simulate_interruptibly<D>, py::arg("tend"), py::arg("steps"),
            "Advance by tend seconds in `steps` equal steps, continuing from the current state.")
       .def(
           "set_integrator",
@@ -656,6 +676,8 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const SimulationError& e) {
       py::set_error(simulation_error, e.what());
+    } catch (const Interrupted& e) {
+      PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
     }
   });
 

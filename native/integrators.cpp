@@ -462,6 +462,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
   const double h_min = 1e-12 * std::max(h_max, 1.0);
   strict_newton_ = false;
   while (t_end - state_.time > 1e-12 * h_max) {
+    stop_if_interrupted(path);
     const double left = t_end - state_.time;
     const double proposal = h;
     // The last step lands on t_end; a step that would leave a sliver is split evenly.
@@ -517,14 +518,28 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
 }
 
 template <int D>
-void System<D>::simulate(double tend, int steps) {
+void System<D>::stop_if_interrupted(const FixPath<D>& path) {
+  if (!interrupted_ || !interrupted_()) return;
+  state_.fix_pos = kinematics(state_.q, state_.v, path, state_.time).fix_pos;
+  has_stepped_ = true;
+  throw Interrupted("simulate() interrupted at t=" + fmt(state_.time) +
+                    ": the state is that of the last whole step");
+}
+
+template <int D>
+void System<D>::simulate(double tend, int steps, std::function<bool()> interrupted) {
   if (busy_.exchange(true))
     throw SimulationError("simulate() is already running on this system in another thread: "
                           "one system can be simulated by one thread at a time");
-  struct BusyGuard {  // clears the flag however simulate() ends
+  struct BusyGuard {  // clears the flag and the interrupt check however simulate() ends
     std::atomic<bool>& flag;
-    ~BusyGuard() { flag.store(false); }
-  } guard{busy_};
+    std::function<bool()>& interrupted;
+    ~BusyGuard() {
+      interrupted = nullptr;
+      flag.store(false);
+    }
+  } guard{busy_, interrupted_};
+  interrupted_ = std::move(interrupted);
   if (!(std::isfinite(tend) && tend > 0))
     throw InputError("simulate: tend must be a positive duration, got " + fmt(tend));
   if (steps < 1)
@@ -560,6 +575,7 @@ void System<D>::simulate(double tend, int steps) {
     return;
   }
   for (int s = 0; s < steps; ++s) {
+    stop_if_interrupted(path);
     advance(h, path, 0);
     ++total_steps;
   }
@@ -576,7 +592,7 @@ void System<D>::simulate(double tend, int steps) {
   template bool System<D>::reproject_accelerations() const;                            \
   template bool System<D>::explicit_step(double, const FixPath<D>&, std::string&);     \
   template void System<D>::advance(double, const FixPath<D>&, int);                    \
-  template void System<D>::simulate(double, int);                                      \
+  template void System<D>::simulate(double, int, std::function<bool()>);                                      \
   template double System<D>::rms_acceleration(const VectorXd&) const;
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)

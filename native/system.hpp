@@ -18,6 +18,7 @@
 #include <atomic>
 #include <limits>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -126,7 +127,9 @@ class System {
 
   // Advances the state by `tend` seconds in `steps` equal steps (with error control: in
   // steps no longer than tend / steps).
-  void simulate(double tend, int steps);
+  // `interrupted`, if given, is asked between steps; true stops the call with Interrupted
+  // (the bindings check Python's signals there, so that Ctrl-C stops a long call).
+  void simulate(double tend, int steps, std::function<bool()> interrupted = {});
 
   // ---- diagnostics ----
   int last_newton_iterations = 0;
@@ -218,6 +221,9 @@ class System {
   double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
   void advance(double h, const FixPath<D>& path, int depth);
+  std::function<bool()> interrupted_;  // of the running simulate() call
+  // Throws Interrupted if `interrupted_` says so, leaving the fixes where the path has them.
+  void stop_if_interrupted(const FixPath<D>& path);
   // Error-controlled steps from the current time to t_end, none longer than h_max.
   void advance_controlled(double t_end, double h_max, const FixPath<D>& path);
   // Local position error of a step of size h from acceleration acc0 to acc1: the

@@ -216,3 +216,29 @@ def test_set_state_names_a_bad_entry(change, message):
         with pytest.raises(ValueError, match=f"missing '{key}'"):
             mss.set_state({k: v for k, v in state.items() if k != key})
     mss.set_state(state)  # the untouched state still restores
+
+
+def test_ctrl_c_stops_a_long_simulate_at_a_whole_step():
+    """simulate(1.0, 2**31 - 1) would run for hours: SIGINT (Ctrl-C) raises
+    KeyboardInterrupt within a fraction of a second, the state is that of the last whole
+    step, and the system still simulates afterwards."""
+    import signal
+    import threading
+    import time
+
+    mss = ms.from_arrays(np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -1.0]]), 1.0, fixed=[0],
+                         springs=[[0, 1]], stiffness=100.0, gravity=[0, 0, -9.81])
+    timer = threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGINT))
+    start = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="interrupted at t="):
+            mss.simulate(1.0, 2 ** 31 - 1)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - start < 5.0
+    assert 0.0 < mss.time < 1.0
+    assert np.isfinite(mss.vertex_positions()).all()
+    t = mss.time
+    mss.simulate(0.1, 10)
+    assert mss.time == pytest.approx(t + 0.1)
