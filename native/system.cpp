@@ -93,6 +93,9 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
     state_.v.template segment<D>(D * (n0 + k)) = vel[k];
     state_.acc.template segment<D>(D * (n0 + k)).setZero();
     state_.aux.template segment<D>(D * (n0 + k)).setZero();
+    // A system built from arrays numbers its vertices in array order: masses added later
+    // are the next vertices (tests/test_core_arrays.py).
+    if (!vertices_.empty()) vertices_.push_back(Connector{MASS, n0 + k, id_});
   }
   topology_changed();
 }
@@ -104,6 +107,7 @@ Connector System<D>::add_fix(const VecD& pos) {
   require(all_finite(pos), item + ": position contains NaN or Inf");
   fix_target_.push_back(pos);
   state_.fix_pos.push_back(pos);
+  if (!vertices_.empty()) vertices_.push_back(Connector{FIX, num_fixes() - 1, id_});
   topology_changed();
   return Connector{FIX, num_fixes() - 1, id_};
 }

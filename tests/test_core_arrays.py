@@ -157,3 +157,19 @@ def test_core_validates_the_values_it_builds():
         _build_raw(stiffness=np.array([-1.0]))
     with pytest.raises(ValueError, match="Spring 0: both ends are the same connector"):
         _build_raw(springs=np.array([[1, 1]], np.int64))
+
+
+def test_masses_and_fixes_added_after_from_arrays_are_the_next_vertices():
+    # Before: missing from vertex_positions() (the vertex list was the arrays' alone).
+    pos = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    s = ms.from_arrays(pos, 1.0, fixed=[0], springs=[[0, 1]], stiffness=10.0)
+    m = s.add(ms.Mass(2.0, [2.0, 0.0, 0.0]))
+    f = s.add(ms.Fix([3.0, 0.0, 0.0]))
+    s.add(ms.Spring(1.0, 10.0, [m, f]))
+    np.testing.assert_array_equal(s.vertex_positions(),
+                                  [[0, 0, 0], [1, 0, 0], [2, 0, 0], [3, 0, 0]])
+    np.testing.assert_array_equal(s.fixed_vertices, [0, 3])
+    np.testing.assert_array_equal(s.mass_vertices, [1, 2])
+    s.simulate(0.1, 10)
+    assert s.vertex_positions().shape == (4, 3)
+    assert s.vertex_velocities().shape == (4, 3)
