@@ -11,6 +11,7 @@ it is put back), so an error or a cancel leaves no trace.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -145,9 +146,19 @@ def simulation_settings(scene, obj, overrides: dict | None = None) -> Simulation
     )
 
 
+def default_pc2_name(name: str) -> str:
+    """The PC2 file an object bakes to when no path is set: its name made file-safe, and
+    where that changed it, a short hash of the name, so that 'Cube.001' and 'Cube_001'
+    do not share (and overwrite) one file (tests/test_addon_bake.py)."""
+    clean = bpy.path.clean_name(name)
+    if clean != name:
+        clean += "_" + hashlib.sha1(name.encode("utf-8")).hexdigest()[:6]
+    return clean + ".pc2"
+
+
 def pc2_paths(obj) -> tuple[str, str]:
     """(path as stored in the modifier, absolute path). BakeError if it can't be resolved."""
-    stored = obj.mass_spring.pc2_path or f"//{bpy.path.clean_name(obj.name)}.pc2"
+    stored = obj.mass_spring.pc2_path or "//" + default_pc2_name(obj.name)
     if stored.startswith("//") and not bpy.data.filepath:
         raise BakeError(
             f"the PC2 file '{stored}' is relative to the .blend, which has not been saved yet: "

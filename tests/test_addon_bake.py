@@ -342,6 +342,28 @@ def test_pc2_output_with_mesh_cache_first_in_stack(scene, bake, tmp_path):
     assert [m.type for m in obj.modifiers] == ['SUBSURF'] and len(obj.data.shape_keys.key_blocks) == 25
 
 
+def test_objects_whose_names_clean_alike_bake_to_separate_pc2_files(scene, bake, tmp_path):
+    # 'Cube.001' and 'Cube_001' both defaulted to //Cube_001.pc2: the second bake
+    # overwrote the first, and both objects played the same motion.
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "names.blend"))
+    scene = bpy.context.scene
+    results = {}
+    for name, x in (("Cube.001", 0.0), ("Cube_001", 3.0)):
+        obj = make_grid(nx=3, ny=3, location=(x, 0.0, 1.0))
+        obj.name = name
+        configure(obj, output='PC2', frame_start=1, frame_end=6)
+        pin(obj, [0] if name == "Cube.001" else [0, 2])
+        results[name] = bake.bake_object(scene, obj)
+    paths = {m.filepath for o in scene.objects for m in o.modifiers if m.type == 'MESH_CACHE'}
+    assert paths == {"//Cube_001.pc2", "//" + bake.default_pc2_name("Cube.001")}
+    assert bake.default_pc2_name("Cube.001").startswith("Cube_001_")
+    writers = submodule("writers")
+    for name, result in results.items():
+        stored = bpy.data.objects[name].modifiers[0].filepath
+        _, _, samples = writers.read_pc2(bpy.path.abspath(stored))
+        np.testing.assert_allclose(samples[-1], result.local_positions[-1], atol=1e-6)
+
+
 def test_refuses_zero_scale(scene, bake):
     obj = make_grid(nx=2, ny=2)
     configure(obj)
