@@ -283,6 +283,10 @@ def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
     """Bake `objects` with args' overrides and save the scene as `output`.
     `before_save(scene)` runs after a successful bake. A failed bake leaves no new file."""
     overrides = {obj.name: bake_overrides(scene, obj, args) for obj in objects}
+    # Before simulating, not after: a bake that cannot be saved should not run first.
+    require_writable(output, "the baked .blend")
+    if args.report:
+        require_writable(os.path.abspath(args.report), "--report")
     existed = os.path.exists(output)
     # PC2 paths are relative to the .blend ("//"): save first so they land beside the output.
     if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
@@ -299,6 +303,19 @@ def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
         before_save(scene)
     save_blend(output, keep_backup=existed)
     say(f"saved {output}")
+
+
+def require_writable(path: str, what: str) -> None:
+    """CommandError unless `path` can be written: the nearest existing folder above it
+    (missing ones are made when saving) is a writable folder, and the file, if it exists,
+    is writable too (tests/test_addon_cli.py)."""
+    folder = os.path.dirname(path) or "."
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise CommandError(f"cannot write {what} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise CommandError(f"cannot write {what} {path}: permission denied")
 
 
 def bake_objects(scene, objects, overrides: dict, quiet: bool = False) -> list:

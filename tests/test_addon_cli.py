@@ -107,6 +107,24 @@ def test_absurd_counts_are_a_one_line_usage_error(chain_blend, tmp_path, capfd,
     assert not out.exists()
 
 
+def test_an_unwritable_output_is_refused_before_the_bake(chain_blend, tmp_path, capfd):
+    # Before: a traceback, after the whole simulation had run. A file where a folder
+    # should be cannot be written even by root (who may write into read-only folders).
+    execute = submodule("cli").execute
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder")
+    capfd.readouterr()
+    assert execute([str(chain_blend), "--output", str(blocker / "sub" / "x.blend")]) == 2
+    captured = capfd.readouterr()
+    assert "cannot write the baked .blend" in captured.err
+    assert "is a file, not a folder" in captured.err
+    assert "vertices" not in captured.err  # refused before the bake announced the object
+    assert execute([str(chain_blend), "--output", str(tmp_path / "ok.blend"),
+                    "--report", str(blocker / "r.csv")]) == 2
+    assert "cannot write --report" in capfd.readouterr().err
+    assert not (tmp_path / "ok.blend").exists()
+
+
 def test_object_names_may_contain_escaped_commas():
     names = submodule("cli").object_names
     assert names([r"Rope\, long", "Chain, Bridge"]) == ["Rope, long", "Chain", "Bridge"]
