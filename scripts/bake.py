@@ -141,10 +141,17 @@ def run(args, cli) -> None:
     scene = bpy.context.scene
     objects = cli.select_objects(scene, args.objects)
     output = cli.output_path(args, input_path, default=DEMO_BLEND if demo else None)
+    still = args.render or (DEMO_PNG if demo and not args.no_render else None)
+    if (still or args.video) and not demo:  # the demo gets its camera in finish_demo_scene
+        try:
+            render.check_can_render(scene)
+            for path in filter(None, (still, args.video)):
+                cli.require_writable(os.path.abspath(path), "the render")
+        except render.RenderFailed as ex:
+            raise cli.BakeFailed(str(ex)) from None
     cli.bake_and_save(scene, objects, args, output,
                       before_save=scenes.finish_demo_scene if demo else None)
 
-    still = args.render or (DEMO_PNG if demo and not args.no_render else None)
     if still or args.video:
         render.configure_render(scene, args.engine, args.resolution, args.samples)
     try:

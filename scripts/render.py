@@ -45,6 +45,14 @@ def configure_render(scene, engine: str | None = None, resolution: tuple[int, in
         scene.render.threads_mode = "AUTO"
 
 
+def check_can_render(scene) -> None:
+    """RenderFailed if `scene` cannot be rendered at all: checked before the bake, so that
+    a missing camera is not found only after the whole simulation (tests/test_headless.py)."""
+    if scene.camera is None:
+        raise RenderFailed(f"scene '{scene.name}' has no camera to render with: add one, or set "
+                           "Scene Properties > Camera")
+
+
 def render_still(scene, path: str, frame: int | None = None) -> None:
     """Render frame `frame` (default: the current one) to the PNG `path`."""
     path = os.path.abspath(path)

@@ -233,6 +233,25 @@ def test_not_a_mesh_fails_with_one_line(small_scene, tmp_path):
     assert not (tmp_path / "x.blend").exists()
 
 
+def test_render_without_a_camera_fails_before_the_bake(small_scene, tmp_path):
+    # Before: a traceback, after the whole simulation had run and the .blend was saved.
+    scene_path, _ = small_scene
+    no_camera = tmp_path / "no_camera.blend"
+    proc = run_python("""
+        import sys, bpy
+        bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+        bpy.data.objects.remove(bpy.data.objects["Camera"])
+        bpy.ops.wm.save_as_mainfile(filepath=sys.argv[2])
+        """, str(scene_path), str(no_camera))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_bake(no_camera, "--output", tmp_path / "x.blend", "--render", tmp_path / "x.png")
+    assert proc.returncode != 0
+    line = one_error_line(proc.stderr)
+    assert "no camera" in line
+    assert "vertices" not in proc.stderr  # refused before the bake announced the object
+    assert not (tmp_path / "x.blend").exists() and not (tmp_path / "x.png").exists()
+
+
 def test_no_such_object_fails_with_one_line(small_scene, tmp_path):
     scene_path, _ = small_scene
     proc = run_bake(scene_path, "--objects", "Nope", "--output", tmp_path / "x.blend")
