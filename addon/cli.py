@@ -288,17 +288,22 @@ def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
     if args.report:
         require_writable(os.path.abspath(args.report), "--report")
     existed = os.path.exists(output)
-    # PC2 paths are relative to the .blend ("//"): save first so they land beside the output.
+    # PC2 paths are relative to the .blend ("//"), so the scene must live in the output's
+    # folder before the bake writes them; it is saved there under a temporary name, so
+    # that the output (with --in-place, the input) stays byte-identical unless the whole
+    # bake succeeds (tests/test_addon_cli.py).
+    staging = None
     if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
-        save_blend(output)
+        folder, name = os.path.split(output)
+        staging = os.path.join(folder, f".{name}.{os.getpid()}.baking.blend")
+        save_blend(staging, keep_backup=False)
     try:
         results = bake_objects(scene, objects, overrides, args.quiet)
         if args.report:
             write_report(args.report, results)
-    except BaseException:
-        if not existed and os.path.exists(output):
-            os.remove(output)
-        raise
+    finally:
+        if staging is not None and os.path.exists(staging):
+            os.remove(staging)
     if before_save is not None:
         before_save(scene)
     save_blend(output, keep_backup=existed)
