@@ -12,6 +12,7 @@ it is put back), so an error or a cancel leaves no trace.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -252,6 +253,7 @@ class BakeJob:
         else:
             self._sampled_transforms = len(self.frames)
         self.finished = False
+        self._staged: dict | None = None  # what stage() wrote, until finish()
 
     # -- progress ------------------------------------------------------------------------
 
@@ -341,13 +343,14 @@ class BakeJob:
         self._restore_frame()
         self.simulation = None
 
-    def finish(self) -> BakeResult:
-        """Replace any previous bake by this one. Nothing half-written on failure."""
+    def stage(self) -> None:
+        """Check that the bake can be written and write what lives outside the .blend (a
+        PC2 file) under a temporary name; finish() puts it in place. BakeError if not:
+        nothing is changed then."""
         if not self.simulated:
-            raise RuntimeError("finish() before the simulation is complete")
-        if self.finished:
-            raise RuntimeError("finish() called twice")
-        begin = time.perf_counter()
+            raise RuntimeError("stage() before the simulation is complete")
+        if self._staged is not None:
+            return
         obj = self.obj
         try:
             changed = obj.data.is_editmode or len(obj.data.vertices) != self.arrays.vertex_count
@@ -355,13 +358,44 @@ class BakeJob:
             raise BakeError(f"'{self.object_name}' was deleted during the bake") from None
         if changed:
             raise BakeError(f"'{self.object_name}' was edited during the bake: bake again")
-        local = self.simulation.local_positions
-        pc2_file = ""
+        staged = {}
         if self.output == 'PC2':
             stored, pc2_file = pc2_paths(obj)
             try:
-                writers.write_pc2(pc2_file, int(self.frames[0]), local)
+                part = writers.stage_pc2(pc2_file, int(self.frames[0]), self.simulation.local_positions)
             except OSError as ex:
+                raise BakeError(f"'{obj.name}': could not write the PC2 file {pc2_file}: {ex}") from ex
+            staged = {"stored": stored, "file": pc2_file, "part": part}
+        self._staged = staged
+
+    def discard(self) -> None:
+        """Remove what stage() wrote (the bake is not finished)."""
+        part = (self._staged or {}).get("part")
+        if part and os.path.exists(part):
+            os.remove(part)
+        self._staged = None
+
+    def finish(self) -> BakeResult:
+        """Replace any previous bake by this one. Nothing half-written on failure."""
+        if not self.simulated:
+            raise RuntimeError("finish() before the simulation is complete")
+        if self.finished:
+            raise RuntimeError("finish() called twice")
+        begin = time.perf_counter()
+        try:
+            self.stage()
+        except BaseException:
+            self.discard()
+            raise
+        obj = self.obj
+        local = self.simulation.local_positions
+        pc2_file = self._staged.get("file", "")
+        if self.output == 'PC2':
+            stored = self._staged["stored"]
+            try:
+                os.replace(self._staged["part"], pc2_file)
+            except OSError as ex:
+                self.discard()
                 raise BakeError(f"'{obj.name}': could not write the PC2 file {pc2_file}: {ex}") from ex
         previous = writers.free_bake(obj)
         try:
@@ -392,9 +426,11 @@ class BakeJob:
         )
 
 
-def _run(job: BakeJob, progress, should_cancel, budget: float) -> None:
+def run_job(job: BakeJob, *, progress=None, should_cancel=None, budget_seconds: float = 0.25) -> None:
+    """Simulate `job` to the end, reporting progress and polling should_cancel as
+    bake_object describes; BakeCancelled if cancelled (nothing written)."""
     total = len(job.frames) - 1
-    while not job.step(budget):
+    while not job.step(budget_seconds):
         if progress is not None:
             progress(job.current_frame, job.frames_simulated, total)
         if should_cancel is not None and should_cancel():
@@ -416,7 +452,7 @@ def bake_object(scene, obj, *, progress=None, should_cancel=None, budget_seconds
     change this bake only, not the object's settings.
     """
     job = BakeJob(scene, obj, overrides)
-    _run(job, progress, should_cancel, budget_seconds)
+    run_job(job, progress=progress, should_cancel=should_cancel, budget_seconds=budget_seconds)
     return job.finish()
 
 
@@ -431,10 +467,26 @@ def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: floa
                overrides: dict | None = None) -> list[BakeResult]:
     """Bake every mesh object of `scene` whose Mass–Spring is enabled.
 
-    All simulations run first; only when every one succeeded are the bakes written.
-    `overrides` apply to every object, as in bake_object.
+    All simulations run first; only when every one succeeded are the bakes written, by
+    finish_all (every PC2 file written before any replaces a previous one). `overrides`
+    apply to every object, as in bake_object.
     """
     jobs = [BakeJob(scene, o, overrides) for o in enabled_objects(scene)]
     for job in jobs:
-        _run(job, progress, should_cancel, budget_seconds)
+        run_job(job, progress=progress, should_cancel=should_cancel, budget_seconds=budget_seconds)
+    return finish_all(jobs)
+
+
+def finish_all(jobs: list[BakeJob]) -> list[BakeResult]:
+    """Write the bakes of simulated `jobs`, all or none as far as files go: every job is
+    checked and its PC2 file written under a temporary name before any replaces a previous
+    bake (tests/test_addon_bake.py). A failure while writing inside the .blend (shape keys)
+    after that still leaves the objects before it baked."""
+    try:
+        for job in jobs:
+            job.stage()
+    except BaseException:
+        for job in jobs:
+            job.discard()
+        raise
     return [job.finish() for job in jobs]

@@ -325,9 +325,18 @@ def require_writable(path: str, what: str) -> None:
 
 def bake_objects(scene, objects, overrides: dict, quiet: bool = False) -> list:
     """Bake each object with its overrides ({object name: dict}); Ctrl-C cancels cleanly.
-    The BakeResults."""
+    Every object is simulated before any bake is written, so that a failing object leaves
+    the others' previous bakes (and PC2 files) as they were. The BakeResults."""
     with _Interrupt() as interrupt:
-        return [_bake_one(scene, obj, overrides[obj.name], quiet, interrupt) for obj in objects]
+        jobs = [_simulate_one(scene, obj, overrides[obj.name], quiet, interrupt) for obj in objects]
+    try:
+        results = bake.finish_all(jobs)
+    except BakeError as ex:
+        raise BakeFailed(f"bake failed: {one_line(ex)}") from None
+    for result in results:
+        for warning in result.warnings:
+            say(f"{result.object_name}: warning: {one_line(warning)}")
+    return results
 
 
 def write_report(path: str, results) -> None:
@@ -348,7 +357,8 @@ def write_report(path: str, results) -> None:
     say(f"wrote the bake report {path}")
 
 
-def _bake_one(scene, obj, overrides: dict, quiet: bool, interrupt) -> None:
+def _simulate_one(scene, obj, overrides: dict, quiet: bool, interrupt):
+    """The simulated BakeJob of `obj` (nothing written yet)."""
     settings = bake.BakeSettings(obj, overrides)
     start, end = bake.frame_range(scene, obj, overrides)
     say(f"{obj.name}: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
@@ -356,8 +366,8 @@ def _bake_one(scene, obj, overrides: dict, quiet: bool, interrupt) -> None:
     progress = Progress(obj.name, quiet)
     t0 = time.perf_counter()
     try:
-        result = bake.bake_object(scene, obj, progress=progress, overrides=overrides,
-                                  should_cancel=lambda: interrupt.requested)
+        job = bake.BakeJob(scene, obj, overrides)
+        bake.run_job(job, progress=progress, should_cancel=lambda: interrupt.requested)
     except BakeCancelled:
         raise KeyboardInterrupt from None
     except BakeError as ex:
@@ -365,13 +375,11 @@ def _bake_one(scene, obj, overrides: dict, quiet: bool, interrupt) -> None:
         if not message.startswith(f"'{obj.name}'"):
             message = f"'{obj.name}': {message}"
         raise BakeFailed(f"bake failed: {message}") from None
-    steps = result.totals()["substeps"]
+    steps = bake.report_totals(job.simulation.report)["substeps"]
     dt = time.perf_counter() - t0
-    say(f"{obj.name}: baked {end - start + 1} frames in {dt:.2f} s "
+    say(f"{obj.name}: simulated {end - start + 1} frames in {dt:.2f} s "
         f"({steps / max(dt, 1e-9):,.0f} steps/s)")
-    for warning in result.warnings:
-        say(f"{obj.name}: warning: {one_line(warning)}")
-    return result
+    return job
 
 
 def save_blend(path: str, *, keep_backup: bool = True) -> None:

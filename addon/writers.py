@@ -162,6 +162,14 @@ def remove_shape_keys(obj, record: dict) -> None:
 
 def write_pc2(filepath: str, start_frame: float, local_positions: np.ndarray, sample_rate: float = 1.0) -> None:
     """Write a PC2 file atomically (a temporary file renamed into place)."""
+    os.replace(stage_pc2(filepath, start_frame, local_positions, sample_rate), filepath)
+
+
+def stage_pc2(filepath: str, start_frame: float, local_positions: np.ndarray,
+              sample_rate: float = 1.0) -> str:
+    """Write the PC2 file for `filepath` under a temporary name beside it and return that
+    name: os.replace(name, filepath) puts it in place, so that several objects' files can
+    all be written before any replaces an existing one (bake_scene)."""
     samples, points, _ = local_positions.shape
     directory = os.path.dirname(filepath)
     if directory:
@@ -171,11 +179,11 @@ def write_pc2(filepath: str, start_frame: float, local_positions: np.ndarray, sa
         with open(temporary, "wb") as handle:
             handle.write(PC2_HEADER.pack(PC2_MAGIC, 1, points, float(start_frame), float(sample_rate), samples))
             np.ascontiguousarray(local_positions, dtype="<f4").tofile(handle)
-        os.replace(temporary, filepath)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
+    return temporary
 
 
 def read_pc2(filepath: str):

@@ -450,7 +450,7 @@ def test_writers_get_the_float32_object_space_buffer(scene, bake, monkeypatch, t
     animate_location_and_rotation(obj)
     writers = submodule("writers")
     received = []
-    for name in ("write_shape_keys", "write_pc2"):
+    for name in ("write_shape_keys", "stage_pc2"):
         original = getattr(writers, name)
 
         def spy(*args, original=original):
