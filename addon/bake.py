@@ -177,6 +177,12 @@ def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
         raise BakeError(f"the bake needs a mesh object, got {kind}")
     if obj.mode == 'EDIT' or obj.data.is_editmode:
         raise BakeError(f"'{obj.name}' is in Edit Mode: switch to Object Mode (Tab) before baking")
+    if not transform_is_static(obj) and not evaluated_by_blender(obj):
+        raise BakeError(
+            f"'{obj.name}' moves (animation, parent or constraints), but Blender does not "
+            "evaluate it: it is Disabled in Viewports or in a disabled or excluded "
+            "collection, so its pins would not follow the motion. Enable it (or its "
+            "collection) in the viewport to bake it")
     settings = BakeSettings(obj, overrides)
     if not settings.enabled:
         raise BakeError(f"Mass–Spring is not enabled on '{obj.name}': tick it in Properties ▸ Physics")
@@ -219,6 +225,15 @@ def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
 def transform_is_static(obj) -> bool:
     """No animation, parent or constraint can move the object: one matrix serves all frames."""
     return obj.animation_data is None and obj.parent is None and len(obj.constraints) == 0
+
+
+def evaluated_by_blender(obj) -> bool:
+    """Whether the view layer's dependency graph evaluates `obj` (its animation, parent
+    and constraints). Objects Disabled in Viewports, or in a collection disabled in
+    viewports or excluded, are not evaluated: their matrix_world stays where it was
+    (tests/test_addon_bake.py). Hidden objects (H, the eye) are evaluated."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    return any(getattr(item, "original", None) == obj for item in depsgraph.ids)
 
 
 class BakeJob:

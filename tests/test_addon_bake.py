@@ -364,6 +364,35 @@ def test_objects_whose_names_clean_alike_bake_to_separate_pc2_files(scene, bake,
         np.testing.assert_allclose(samples[-1], result.local_positions[-1], atol=1e-6)
 
 
+@pytest.mark.parametrize("how", ["object", "collection", "excluded"])
+def test_an_animated_object_blender_does_not_evaluate_is_refused(scene, bake, how):
+    # Before: Disabled in Viewports or in a disabled/excluded collection, its animation was
+    # not evaluated, the pins stood still and the bake "succeeded". Hidden (H) objects
+    # are evaluated and bake as usual.
+    obj = make_grid(nx=3, ny=3, location=(0.0, 0.0, 1.0))
+    configure(obj, frame_start=1, frame_end=6)
+    pin(obj, [0])
+    animate_location_and_rotation(obj)
+    collection = bpy.data.collections.new("Hidden")
+    scene.collection.children.link(collection)
+    scene.collection.objects.unlink(obj)
+    collection.objects.link(obj)
+    if how == "object":
+        obj.hide_viewport = True
+    elif how == "collection":
+        collection.hide_viewport = True
+    else:
+        bpy.context.view_layer.layer_collection.children["Hidden"].exclude = True
+    with pytest.raises(bake.BakeError, match="does not evaluate it.*Enable it"):
+        bake.bake_object(scene, obj)
+    assert obj.data.shape_keys is None
+    obj.hide_viewport = collection.hide_viewport = False
+    bpy.context.view_layer.layer_collection.children["Hidden"].exclude = False
+    obj.hide_set(True)  # merely hidden: evaluated, so it bakes
+    bake.bake_object(scene, obj)
+    assert obj.data.shape_keys is not None
+
+
 def test_refuses_zero_scale(scene, bake):
     obj = make_grid(nx=2, ny=2)
     configure(obj)
