@@ -322,6 +322,10 @@ void bind_system(py::module_& m, const std::string& name) {
           [](S& s, const std::vector<double>& g) {
             s.gravity = to_vec<D>(g, "gravity");
             if (!s.gravity.allFinite()) throw InputError("gravity contains NaN or Inf");
+            // 1e6 m/s^2 (1e5 g): beyond it a step's round-off swamps any motion.
+            if (s.gravity.norm() > 1e6)
+              throw InputError("gravity beyond 1e6 m/s^2 (got " + std::to_string(s.gravity.norm()) +
+                               "): use metres and seconds");
           })
       // -- building
       .def("add",

@@ -29,6 +29,19 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw InputError(message);
 }
 
+// Coordinates, lengths and speeds beyond 1e9 (metres, m/s) are refused: no scene is that
+// big, and at that size the solver's round-off exceeds any useful tolerance (a coordinate
+// of 1e15 left rods metres off; tests/test_core_input.py).
+constexpr double kMaxMagnitude = 1e9;
+
+template <class V>
+void require_magnitude(const V& v, const std::string& what) {
+  require(v.allFinite(), what + " contains NaN or Inf");
+  require(v.cwiseAbs().maxCoeff() <= kMaxMagnitude,
+          what + " beyond " + fmt(kMaxMagnitude) + " (got " + fmt(v.cwiseAbs().maxCoeff()) +
+              "): use metres and seconds, or scale the scene down");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- building
@@ -79,8 +92,8 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
     const std::string item = "Mass " + std::to_string(n0 + k);
     require(std::isfinite(mass[k]) && mass[k] > 0,
             item + ": mass must be positive, got " + fmt(mass[k]));
-    require(all_finite(pos[k]), item + ": position contains NaN or Inf");
-    require(all_finite(vel[k]), item + ": velocity contains NaN or Inf");
+    require_magnitude(pos[k], item + ": position");
+    require_magnitude(vel[k], item + ": velocity");
   }
   const int n = D * (n0 + count);
   state_.q.conservativeResize(n);
@@ -104,7 +117,7 @@ template <int D>
 Connector System<D>::add_fix(const VecD& pos) {
   require_idle("add a fix");
   const std::string item = "Fix " + std::to_string(num_fixes());
-  require(all_finite(pos), item + ": position contains NaN or Inf");
+  require_magnitude(pos, item + ": position");
   fix_target_.push_back(pos);
   state_.fix_pos.push_back(pos);
   if (!vertices_.empty()) vertices_.push_back(Connector{FIX, num_fixes() - 1, id_});
@@ -130,8 +143,9 @@ int System<D>::add_spring(const Spring& s) {
   require_idle("add a spring");
   const std::string item =
       std::string(s.rope ? "Chain " : "Spring ") + std::to_string(springs_.size());
-  require(std::isfinite(s.length) && s.length >= 0,
-          item + ": length must be >= 0, got " + fmt(s.length));
+  require(std::isfinite(s.length) && s.length >= 0 && s.length <= kMaxMagnitude,
+          item + ": length must be >= 0 and at most " + fmt(kMaxMagnitude) + ", got " +
+              fmt(s.length));
   require(std::isfinite(s.stiffness) && s.stiffness >= 0,
           item + ": stiffness must be >= 0, got " + fmt(s.stiffness));
   require(std::isfinite(s.damping) && s.damping >= 0,
@@ -158,8 +172,9 @@ void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs) {
   for (std::size_t k = 0; k < cs.size(); ++k) {
     const DistanceConstraint& c = cs[k];
     const std::string item = "DistanceConstraint " + std::to_string(n0 + k);
-    require(std::isfinite(c.length) && c.length > 0,
-            item + ": length must be positive, got " + fmt(c.length));
+    require(std::isfinite(c.length) && c.length > 0 && c.length <= kMaxMagnitude,
+            item + ": length must be positive and at most " + fmt(kMaxMagnitude) + ", got " +
+                fmt(c.length));
     check_connector(c.c[0], item);
     check_connector(c.c[1], item);
     require(!(c.c[0].type == FIX && c.c[1].type == FIX),
@@ -188,7 +203,7 @@ void System<D>::set_mass(int i, double m) {
 template <int D>
 void System<D>::set_fix_pos(int k, const VecD& p) {
   require_idle("move a fix");
-  require(all_finite(p), "Fix " + std::to_string(k) + ": position contains NaN or Inf");
+  require_magnitude(p, "Fix " + std::to_string(k) + ": position");
   fix_target_[k] = p;
   // Before the first step there is no motion to interpolate: the fix simply is there.
   if (!has_stepped_) {
@@ -199,14 +214,14 @@ void System<D>::set_fix_pos(int k, const VecD& p) {
 
 template <int D>
 void System<D>::set_pos(int i, const VecD& p) {
-  require(all_finite(p), "Mass " + std::to_string(i) + ": position contains NaN or Inf");
+  require_magnitude(p, "Mass " + std::to_string(i) + ": position");
   state_.q.template segment<D>(D * i) = p;
   state_.consistent = false;
 }
 
 template <int D>
 void System<D>::set_vel(int i, const VecD& v) {
-  require(all_finite(v), "Mass " + std::to_string(i) + ": velocity contains NaN or Inf");
+  require_magnitude(v, "Mass " + std::to_string(i) + ": velocity");
   state_.v.template segment<D>(D * i) = v;
   state_.consistent = false;
 }

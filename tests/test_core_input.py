@@ -242,3 +242,23 @@ def test_ctrl_c_stops_a_long_simulate_at_a_whole_step():
     t = mss.time
     mss.simulate(0.1, 10)
     assert mss.time == pytest.approx(t + 0.1)
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: ms.from_arrays(np.array([[0.0, 0.0, 1e15], [0.0, 0.0, 0.0]]), 1.0),
+     "position beyond 1e\\+09"),
+    (lambda: ms.from_arrays(np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]), 1.0,
+                            springs=[[0, 1]], stiffness=1.0, rest_length=1e300),
+     "length must be >= 0 and at most 1e\\+09"),
+    (lambda: ms.from_arrays(np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]), 1.0,
+                            constraints=[[0, 1]], constraint_length=1e300),
+     "at most 1e\\+09"),
+    (lambda: ms.from_arrays(np.array([[0.0, 0.0, 0.0]]), 1.0, gravity=[0, 0, -1e12]),
+     "gravity beyond 1e6"),
+    (lambda: ms.from_arrays(np.array([[0.0, 0.0, 0.0]]), 1.0, velocities=[[1e10, 0, 0]]),
+     "velocity beyond"),
+])
+def test_absurd_magnitudes_are_refused(build, message):
+    # Before: accepted, and the run returned rods metres off and energy = inf.
+    with pytest.raises(ValueError, match=message):
+        build()
