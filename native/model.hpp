@@ -50,7 +50,7 @@ struct SimulationError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Raised between steps when `System::interrupted` says so (Ctrl-C in Python); bound to
+// Raised between steps when simulate()'s `interrupted` check says so (Ctrl-C in Python); bound to
 // KeyboardInterrupt. The state is that of the last whole step.
 struct Interrupted : std::runtime_error {
   using std::runtime_error::runtime_error;
