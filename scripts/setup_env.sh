@@ -4,6 +4,9 @@
 #   bash scripts/setup_env.sh             # .venv: Python 3.13 + bpy 5.2.3 (else 3.11 + bpy 5.0.1)
 #   bash scripts/setup_env.sh --with-311  # also .venv311: Python 3.11 + bpy 5.0.1
 #   bash scripts/setup_env.sh --only-311  # only .venv311
+#   bash scripts/setup_env.sh --portable  # the core as released: manylinux_2_28 wheels built
+#                                         # by scripts/build_extension.py (Zig's compiler),
+#                                         # packed into dist/ and installed into the venvs
 #
 # Each venv gets bpy (Blender as a Python module), numpy, pytest, matplotlib and the
 # compiled core `mass_spring`, installed non-editable from the repo root (`pip install .`).
@@ -20,12 +23,14 @@ cd "$REPO"
 WITH_311=0
 ONLY_311=0
 BUILD_CORE=1
+PORTABLE=0
 for arg in "$@"; do
     case "$arg" in
+        --portable) PORTABLE=1 ;;
         --with-311) WITH_311=1 ;;
         --only-311) ONLY_311=1; WITH_311=1 ;;
         --no-core) BUILD_CORE=0 ;;
-        -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup_env.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -132,7 +137,7 @@ PY
         say "$dir: bpy $bpy_version, numpy, pytest, matplotlib already installed"
     fi
 
-    if [ "$BUILD_CORE" = 1 ]; then
+    if [ "$BUILD_CORE" = 1 ] && [ "$PORTABLE" = 0 ]; then
         [ -n "$(ls native/*.cpp 2>/dev/null)" ] || die "native/*.cpp not found: the core's sources are missing from $REPO"
         say "$dir: building the core (pip install .)"
         local t0=$SECONDS
@@ -143,9 +148,15 @@ PY
                 --no-build-isolation --no-deps --force-reinstall . \
             || die "$dir: building the core failed ('pip install .', output above)"
         say "$dir: core built in $((SECONDS - t0)) s"
+        check_venv "$dir"
     fi
+    [ "$BUILD_CORE" = 1 ] || check_venv "$dir"
+    VENVS_MADE+=("$dir")
+}
 
-    "$vpy" - "$BUILD_CORE" <<'PY' >&2 || die "$dir: the environment does not import (see above)"
+# check_venv DIR: bpy, numpy and (when built) the core import.
+check_venv() {
+    "$1/bin/python" - "$BUILD_CORE" <<'PY' >&2 || die "$1: the environment does not import (see above)"
 import sys
 import bpy, numpy
 line = f"[setup] ok: Python {sys.version.split()[0]}, bpy {bpy.app.version_string}, numpy {numpy.__version__}"
@@ -156,7 +167,27 @@ print(line)
 PY
 }
 
+# The release build: one portable wheel per venv's Python, packed into the extension zip,
+# and each venv gets the very wheel the zip carries, so the tests run the shipped core.
+build_portable() {
+    local t0=$SECONDS args=() dir tag wheel
+    for dir in "${VENVS_MADE[@]}"; do args+=(--python "$dir/bin/python"); done
+    say "building the release core (scripts/build_extension.py ${args[*]})"
+    "${VENVS_MADE[0]}/bin/python" scripts/build_extension.py "${args[@]}" \
+        || die "the portable build failed (scripts/build_extension.py, output above)"
+    for dir in "${VENVS_MADE[@]}"; do
+        tag="$("$dir/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+        wheel="$(ls addon/wheels/mass_spring-*-"$tag"-"$tag"-*.whl 2>/dev/null | head -n1)"
+        [ -n "$wheel" ] || die "no wheel for $tag in addon/wheels/"
+        "$dir/bin/python" -m pip install --disable-pip-version-check -q --no-deps \
+            --force-reinstall "$wheel" || die "$dir: installing $wheel failed"
+        check_venv "$dir"
+    done
+    say "release core built and installed in $((SECONDS - t0)) s"
+}
+
 # ---------------------------------------------------------------- main
+VENVS_MADE=()
 if [ "$ONLY_311" = 0 ]; then
     if [ -n "$PY313" ]; then
         setup_venv "$REPO/.venv" "$PY313" 5.2.3
@@ -174,5 +205,8 @@ if [ "$WITH_311" = 1 ]; then
     else
         setup_venv "$REPO/.venv311" "$PY311" 5.0.1
     fi
+fi
+if [ "$BUILD_CORE" = 1 ] && [ "$PORTABLE" = 1 ]; then
+    build_portable
 fi
 say "done"
