@@ -191,9 +191,12 @@ class ReleaseTools:
             say("installing " + " ".join(missing))
             subprocess.run([str(self.python), "-m", "pip", "install", "-q",
                             "--disable-pip-version-check", *missing], check=True)
+        cache = self.venv / "zig-cache"  # Zig's compiled libc++ and objects stay under build/
         for wrapper, driver in ((self.cxx, "c++"), (self.cc, "cc")):
-            # CMake wants one executable per compiler: a two-line script that runs Zig.
-            wrapper.write_text(f'#!/bin/sh\nexec "{self.python}" -m ziglang {driver} '
+            # CMake wants one executable per compiler: a short script that runs Zig.
+            wrapper.write_text(f'#!/bin/sh\n: "${{ZIG_GLOBAL_CACHE_DIR:={cache}}}"\n'
+                               f'export ZIG_GLOBAL_CACHE_DIR\n'
+                               f'exec "{self.python}" -m ziglang {driver} '
                                f'-target {ZIG_TARGET} "$@"\n', encoding="utf-8")
             wrapper.chmod(0o755)
         return self
