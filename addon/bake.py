@@ -20,7 +20,7 @@ from functools import cached_property
 import bpy
 import numpy as np
 
-from . import writers
+from . import forces, writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
 from .simulation import (FrameSimulation, SimulationSettings, simulate_world_positions,
@@ -421,6 +421,12 @@ class BakeJob:
         except Exception as ex:
             lost = " (the previous bake was removed)" if previous else ""
             raise BakeError(f"'{obj.name}': writing the bake failed{lost}: {ex}") from ex
+        try:
+            record["forces"] = self._write_forces()
+        except Exception as ex:
+            writers.free_bake(obj, record)
+            lost = " (the previous bake was removed)" if previous else ""
+            raise BakeError(f"'{obj.name}': writing the bake's forces failed{lost}: {ex}") from ex
         record["frame_start"] = int(self.frames[0])
         record["frame_end"] = int(self.frames[-1])
         record["totals"] = report_totals(self.simulation.report)
@@ -439,6 +445,19 @@ class BakeJob:
             report=list(self.simulation.report),
             simulation_inputs=(self.arrays, self.settings, self.simulation.matrices, self.frames),
         )
+
+
+    def _write_forces(self) -> dict:
+        """The forces of the bake on the mesh (forces.py), shown if the panel says so."""
+        sim = self.simulation
+        data = forces.force_data(self.arrays, self.settings.stiffness, sim.structure.spring_edges(),
+                                 sim.structure.rod_edges(), sim.world_start,
+                                 sim.local_positions, sim.rod_forces)
+        part = forces.write(self.obj, data, self.frames)
+        part["range"] = data.force_range
+        if self.obj.mass_spring.show_forces:
+            forces.show(self.obj)
+        return part
 
 
 def run_job(job: BakeJob, *, progress=None, should_cancel=None, budget_seconds: float = 0.25) -> None:

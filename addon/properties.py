@@ -181,6 +181,26 @@ class MassSpringSettings(bpy.types.PropertyGroup):
                     "Empty: '//<object name>.pc2'",
         default="", subtype='FILE_PATH', **_BLEND_RELATIVE,
     )
+    show_forces: BoolProperty(
+        name="Show Forces",
+        description="Colour the baked structure by the force in each edge: blue pushes, "
+                    "white carries nothing, red pulls (up to the bake's largest force). Adds "
+                    "the modifier 'Mass–Spring Force Colours' and the material 'Mass–Spring "
+                    "Forces' (edges without faces become tubes; Workbench shows the colours "
+                    "with its colour type Attribute); off removes them. The numbers are always on the baked "
+                    "mesh as the edge attributes ms_force (N) and ms_strain",
+        default=False,
+        update=lambda settings, context: _show_forces_changed(settings, context),
+    )
+
+
+def _show_forces_changed(settings, context) -> None:
+    from . import forces
+    obj = settings.id_data
+    if settings.show_forces and forces.has_data(obj):
+        forces.show(obj)
+    elif not settings.show_forces:
+        forces.hide(obj)
 
 
 classes = (MassSpringSettings,)

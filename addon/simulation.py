@@ -118,7 +118,8 @@ def rigid_velocities(points: np.ndarray, origin, linear, angular) -> np.ndarray:
 
 def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world):
     """The core system at the first frame: the mesh as a ``mass_spring.Structure`` in world
-    space, turned into springs, rods and ropes by ``mass_spring.build_system``."""
+    space, turned into springs, rods and ropes by ``mass_spring.build_system``. Returns the
+    system and the structure (which edges became springs and rods, in the core's order)."""
     core = import_core()
     if settings.integrator not in INTEGRATORS:
         raise BakeError(f"unknown integrator '{settings.integrator}'")
@@ -159,7 +160,7 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
         mss.tolerance = settings.accuracy
     except ValueError as ex:
         raise BakeError(f"the core refused the system: {ex}") from ex
-    return mss
+    return mss, structure
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,8 @@ class FrameSimulation:
     ``local_positions[k]`` holds every vertex at frame k in the object space of
     ``matrices[k]``, as float32: the (F, N, 3) buffer the writers store as it is. Each
     frame is converted when the core produces it, so the world positions of all frames
-    (float64, twice the size) are never held.
+    (float64, twice the size) are never held. ``rod_forces[k]`` holds every rod's tension
+    (N, + pulls) at frame k, in the core's order of the rods (``structure.rod_edges()``).
     """
 
     def __init__(self, arrays: MeshArrays, settings: SimulationSettings, matrices, frames):
@@ -213,11 +215,13 @@ class FrameSimulation:
                 f"frame {self.frames[singular[0]]}: the object's transform squashes it flat "
                 "(a scale of 0), so its vertices can't be mapped back: fix the scale animation")
         self._inverses = inverse_matrices(self.matrices)
-        self.mss = build_system(arrays, settings, self.matrices[0])
+        self.mss, self.structure = build_system(arrays, settings, self.matrices[0])
+        self.world_start = self.mss.vertex_positions()
         self.dt = 1.0 / settings.fps
         self._pins_local = arrays.local_positions[np.asarray(self.mss.fixed_vertices, dtype=np.int64)]
         self.local_positions = np.empty((len(self.frames), arrays.vertex_count, 3), dtype=np.float32)
-        self._store(0, self.mss.vertex_positions())
+        self.rod_forces = np.empty((len(self.frames), len(self.mss.constraints)), dtype=np.float32)
+        self._store(0, self.world_start)
         self.frames_done = 1
         self.report: list[FrameReport] = []  # one row per simulated frame
 
@@ -227,6 +231,8 @@ class FrameSimulation:
 
     def _store(self, k: int, world: np.ndarray) -> None:
         self.local_positions[k] = transform_points(self._inverses[k], world)
+        if self.rod_forces.shape[1]:
+            self.rod_forces[k] = self.mss.constraint_forces
 
     def step(self) -> None:
         """Advance by one frame."""

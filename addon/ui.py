@@ -51,6 +51,11 @@ class PHYSICS_PT_mass_spring(MassSpringPanelBase, bpy.types.Panel):
                 layout.label(text=f"{totals['substeps']:,} steps, {totals['newton_iterations']:,} "
                                   f"Newton and {totals['linear_iterations']:,} linear iterations "
                                   f"in {totals['seconds']:.1f} s", icon='TIME')
+            row = layout.row()
+            row.prop(settings, "show_forces", icon='FORCE_FORCE')
+            largest = (record.get("forces") or {}).get("range")
+            if largest:
+                row.label(text=f"largest |force| {largest:.4g} N")
 
 
 class PHYSICS_PT_mass_spring_mass(MassSpringPanelBase, bpy.types.Panel):

@@ -33,6 +33,8 @@ import struct
 import bpy
 import numpy as np
 
+from . import forces
+
 BAKE_RECORD = "_mass_spring_bake"  # leading underscore: hidden in the Custom Properties panel
 KEY_PREFIX = "MSB "
 BASIS_NAME = "Basis"
@@ -242,18 +244,22 @@ def store_record(obj, record: dict) -> None:
     obj[BAKE_RECORD] = record
 
 
-def free_bake(obj) -> bool:
+def free_bake(obj, record: dict | None = None) -> bool:
     """Remove exactly what the last bake added (shape keys and their action, or the Mesh
-    Cache modifier). The PC2 file itself stays on disk so that undo can bring the modifier
-    back. Returns False when the object has no bake."""
-    record = bake_record(obj)
+    Cache modifier; the forces' attributes and modifiers). The PC2 file itself stays on
+    disk so that undo can bring the modifier back. Returns False when the object has no
+    bake. `record`: a bake being written that has no stored record yet."""
+    stored = record is None
+    record = bake_record(obj) if stored else record
     if record is None:
         return False
+    forces.remove(obj, record.get("forces", {}))
     if record.get("output") == "SHAPE_KEYS":
         remove_shape_keys(obj, record)
     elif record.get("output") == "PC2":
         modifier = obj.modifiers.get(record.get("modifier", ""))
         if modifier is not None and modifier.type == 'MESH_CACHE':
             obj.modifiers.remove(modifier)
-    del obj[BAKE_RECORD]
+    if stored:
+        del obj[BAKE_RECORD]
     return True

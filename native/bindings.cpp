@@ -307,7 +307,8 @@ void bind_system(py::module_& m, const std::string& name) {
           })
       .def_property_readonly(
           "force", [](const ConstraintRef<D>& r) { return r.sys->constraint_force(r.i); },
-          "Rod tension (positive pulls the ends together) at the current time.");
+          "Rod tension (positive pulls the ends together) at the current time; before the "
+          "first step, solved for at that instant.");
 
   bind_list<D, MassRef<D>>(m, "MassList" + suffix);
   bind_list<D, FixRef<D>>(m, "FixList" + suffix);
@@ -500,7 +501,7 @@ void bind_system(py::module_& m, const std::string& name) {
       .def("energy", [](const S& s) { return s.kinetic_energy() + s.potential_energy(); })
       .def("max_constraint_violation", &S::max_constraint_violation)
       .def_property_readonly("constraint_forces",
-                             [](const S& s) {
+                             [](S& s) {
                                const VectorXd f = s.constraint_forces();
                                return as_array(f, f.size(), 0);
                              })

@@ -307,16 +307,30 @@ double System<D>::max_constraint_violation() const {
 }
 
 template <int D>
-double System<D>::constraint_force(int j) const {
-  const DistanceConstraint& c = constraints_[j];
-  auto at = [&](const Connector& k) { return k.type == MASS ? pos(k.nr) : state_.fix_pos[k.nr]; };
-  return state_.lam(j) * (at(c.c[1]) - at(c.c[0])).norm() / c.length;
+double System<D>::constraint_force(int j) {
+  require(j >= 0 && j < static_cast<int>(constraints_.size()), "no rod with index " + std::to_string(j));
+  return constraint_forces()(j);
 }
 
 template <int D>
-VectorXd System<D>::constraint_forces() const {
+VectorXd System<D>::constraint_forces() {
+  // The multipliers are the state's once a step has made it consistent. Before that (a new
+  // system, or set_state without consistent multipliers) they are solved for at this
+  // instant, fixes at rest, without changing the state: a rod holding a weight reads the
+  // weight before the first step, not 0 (test_rod_forces_are_known_before_the_first_step).
+  VectorXd lam = state_.lam;
+  if (!state_.consistent && !constraints_.empty() && num_masses() > 0) {
+    require_idle("reading rod forces");
+    ensure_pattern();
+    VectorXd acc;
+    consistent_acceleration(state_.q, state_.v, state_.time, resting_path(), acc, lam);
+  }
+  auto at = [&](const Connector& k) { return k.type == MASS ? pos(k.nr) : state_.fix_pos[k.nr]; };
   VectorXd f(static_cast<Eigen::Index>(constraints_.size()));
-  for (Eigen::Index j = 0; j < f.size(); ++j) f(j) = constraint_force(static_cast<int>(j));
+  for (Eigen::Index j = 0; j < f.size(); ++j) {
+    const DistanceConstraint& c = constraints_[static_cast<size_t>(j)];
+    f(j) = lam(j) * (at(c.c[1]) - at(c.c[0])).norm() / c.length;  // lam scaled by |d|/L0
+  }
   return f;
 }
 

@@ -138,8 +138,8 @@ class System {
   double kinetic_energy() const;
   double potential_energy() const;
   double max_constraint_violation() const;  // | |p_b - p_a| - L0 |, length units
-  VectorXd constraint_forces() const;       // rod tension (lam scaled by |d|/L0)
-  double constraint_force(int j) const;     // the same for one rod
+  VectorXd constraint_forces();             // rod tension, + pulls (lam scaled by |d|/L0)
+  double constraint_force(int j);           // the same for one rod
   double length_scale();
   const NewtonLinearSolver& newton_solver() const { return lin_; }
   // NewtonLinearSolver::precondition on the Newton matrix of the last step.

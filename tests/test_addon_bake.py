@@ -320,7 +320,8 @@ def test_pc2_output_with_mesh_cache_first_in_stack(scene, bake, tmp_path):
     subsurf.show_viewport = False  # compare the raw cage below
     result = bake.bake_object(scene, obj)
     assert (tmp_path / "cache" / "grid.pc2").exists()
-    assert [m.type for m in obj.modifiers] == ['MESH_CACHE', 'SUBSURF']
+    # the bake's motion first, then its forces (forces.py), then the user's modifiers
+    assert [m.type for m in obj.modifiers] == ['MESH_CACHE', 'NODES', 'SUBSURF']
     writers = submodule("writers")
     start, rate, samples = writers.read_pc2(str(tmp_path / "cache" / "grid.pc2"))
     assert (start, rate, samples.shape) == (1.0, 1.0, (24, 16, 3))
@@ -336,10 +337,10 @@ def test_pc2_output_with_mesh_cache_first_in_stack(scene, bake, tmp_path):
     obj.mass_spring.output = 'PC2'
     bake.bake_object(scene, obj)
     assert obj.data.shape_keys is None and len(bpy.data.actions) == 0
-    assert [m.type for m in obj.modifiers] == ['MESH_CACHE', 'SUBSURF']
+    assert [m.type for m in obj.modifiers] == ['MESH_CACHE', 'NODES', 'SUBSURF']
     obj.mass_spring.output = 'SHAPE_KEYS'
     bake.bake_object(scene, obj)
-    assert [m.type for m in obj.modifiers] == ['SUBSURF'] and len(obj.data.shape_keys.key_blocks) == 25
+    assert [m.type for m in obj.modifiers] == ['NODES', 'SUBSURF'] and len(obj.data.shape_keys.key_blocks) == 25
 
 
 def test_objects_whose_names_clean_alike_bake_to_separate_pc2_files(scene, bake, tmp_path):
@@ -801,7 +802,7 @@ def test_modifiers_are_kept_and_work_on_the_baked_cage(scene, bake):
     armature = obj.modifiers.new("Armature", 'ARMATURE')
     result = bake.bake_object(scene, obj)
     assert any("Armature" in w for w in result.warnings)
-    assert [m.name for m in obj.modifiers] == ["Subdivision", "Armature"]
+    assert [m.name for m in obj.modifiers] == ["Mass–Spring Forces", "Subdivision", "Armature"]
     scene.frame_set(24)
     depsgraph = bpy.context.evaluated_depsgraph_get()
     assert len(obj.evaluated_get(depsgraph).data.vertices) > 9  # subdivided

@@ -18,7 +18,7 @@ ARCHITECTURE_PROPERTIES = {
     "enabled", "total_mass", "mass_group", "pin_group", "stiffness", "damping",
     "stiffness_attribute", "shear_stiffness", "use_gravity", "initial_velocity",
     "initial_angular_velocity", "integrator", "rho_inf", "substeps", "accuracy", "use_scene_frame_range", "bending_stiffness", "frame_start", "frame_end",
-    "output", "pc2_path",
+    "output", "pc2_path", "show_forces",
 }
 
 

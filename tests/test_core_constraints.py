@@ -75,6 +75,33 @@ def test_constraint_force_at_rest_is_weight():
     assert mss.masses[0].pos[1] == pytest.approx(-L, abs=1e-12)
 
 
+def test_rod_forces_are_known_before_the_first_step():
+    """A mass hung from two rods at ±θ from the vertical: each rod holds m g / (2 cos θ)
+    already at t = 0 (it read 0 until a step had run), reading it leaves the run
+    bit-identical, and the same tension holds after steps (the mass is in equilibrium)."""
+    theta = math.radians(30)
+
+    def hung():
+        mss = ms.MassSpringSystem2d()
+        mss.gravity = [0, -G]
+        left = mss.add(ms.Fix([-L * math.sin(theta), 0.0]))
+        right = mss.add(ms.Fix([L * math.sin(theta), 0.0]))
+        mass = mss.add(ms.Mass(M, [0.0, -L * math.cos(theta)]))
+        mss.add(ms.DistanceConstraint(L, [left, mass]))
+        mss.add(ms.DistanceConstraint(L, [right, mass]))
+        return mss
+
+    expected = M * G / (2 * math.cos(theta))
+    read = hung()
+    np.testing.assert_allclose(read.constraint_forces, expected, rtol=1e-12)
+    assert read.constraints[1].force == pytest.approx(expected, rel=1e-12)
+    read.simulate(0.5, 50)
+    quiet = hung()
+    quiet.simulate(0.5, 50)
+    np.testing.assert_array_equal(read.positions, quiet.positions)
+    np.testing.assert_allclose(read.constraint_forces, expected, rtol=1e-9)
+
+
 @pytest.mark.parametrize("steps", [10, 1000, 100000])
 def test_newton_converges_for_any_step_size(steps):
     """The scaled constraint row keeps the Newton matrix well conditioned as h -> 0."""
