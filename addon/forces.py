@@ -391,14 +391,8 @@ def display_group() -> bpy.types.NodeTree:
 
     neighbours = b.node("GeometryNodeInputMeshEdgeNeighbors")
     loose = b.math('LESS_THAN', neighbours.outputs["Face Count"], 0.5)  # no face: 1
-    split = b.node("GeometryNodeSplitEdges")
-    b.link(geometry, split.inputs["Mesh"])
-    b.link(loose, split.inputs["Selection"])
     tubes_of = b.node("GeometryNodeMeshToCurve")
-    # Each split vertex belongs to one edge: its shade and colour are that edge's.
-    shaded = b.store(split.outputs["Mesh"], SHADE, b.named(LEVEL), 'FLOAT', 'POINT')
-    shaded = b.store(shaded, COLOR, b.ramp(b.named(SHADE)), 'FLOAT_COLOR', 'POINT')
-    b.link(shaded, tubes_of.inputs["Mesh"])
+    b.link(edges_apart(group, geometry, loose), tubes_of.inputs["Mesh"])
     b.link(loose, tubes_of.inputs["Selection"])
     profile = b.node("GeometryNodeCurvePrimitiveCircle")
     profile.inputs["Resolution"].default_value = 10
@@ -422,6 +416,20 @@ def display_group() -> bpy.types.NodeTree:
     b.link(gin.outputs["Material"], coloured.inputs["Material"])
     b.link(coloured.outputs["Geometry"], gout.inputs["Geometry"])
     return group
+
+
+def edges_apart(tree, geometry, selection=None):
+    """Nodes in `tree` that split the (selected) edges of `geometry` apart and give each
+    split vertex its edge's force shade and colour: tubes made from the result (Mesh to
+    Curve, Curve to Mesh) show every edge in its own colour. Returns the geometry socket.
+    Also used by the demo's edge visuals (scripts/scenes.py)."""
+    b = _Builder(tree)
+    split = b.node("GeometryNodeSplitEdges")
+    b.link(geometry, split.inputs["Mesh"])
+    if selection is not None:
+        b.link(selection, split.inputs["Selection"])
+    shaded = b.store(split.outputs["Mesh"], SHADE, b.named(LEVEL), 'FLOAT', 'POINT')
+    return b.store(shaded, COLOR, b.ramp(b.named(SHADE)), 'FLOAT_COLOR', 'POINT')
 
 
 def material() -> bpy.types.Material:

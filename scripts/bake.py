@@ -102,6 +102,10 @@ def build_parser(cli) -> argparse.ArgumentParser:
                         "for PNG frames")
     p.add_argument("--video-scale", type=int, default=50, metavar="PERCENT",
                    help="video size in percent of the render resolution (default 50)")
+    p.add_argument("--forces", action="store_true",
+                   help="colour every member by its force, blue pushes and red pulls: Show "
+                        "Forces on every baked object (the demo: on its tubes); renders "
+                        "default to Cycles, which shows the colours")
     p.add_argument("--addon", choices=SOURCES, default="auto",
                    help="which add-on to use: an installed and enabled one, or the repo's "
                         "addon/ folder (default auto: installed if there is one, else the repo's)")
@@ -150,10 +154,13 @@ def run(args, cli) -> None:
         except render.RenderFailed as ex:
             raise cli.BakeFailed(str(ex)) from None
     cli.bake_and_save(scene, objects, args, output,
-                      before_save=scenes.finish_demo_scene if demo else None)
+                      before_save=lambda scene: finish(scene, objects, demo, args.forces))
 
     if still or args.video:
-        render.configure_render(scene, args.engine, args.resolution, args.samples)
+        engine = args.engine or ("cycles" if args.forces else None)
+        render.configure_render(scene, engine, args.resolution, args.samples)
+        if args.forces:  # the forces' colours as they are, not desaturated by AgX
+            scene.view_settings.view_transform = "Standard"
     try:
         if still:
             render.render_still(scene, still, args.render_frame)
@@ -163,6 +170,16 @@ def run(args, cli) -> None:
     except render.RenderFailed as ex:
         raise cli.BakeFailed(str(ex)) from None
     say(f"done in {time.perf_counter() - t_start:.1f} s")
+
+
+def finish(scene, objects, demo: bool, forces: bool) -> None:
+    """After the bake, before saving: the demo's tubes and balls; Show Forces if asked."""
+    import scenes
+    if demo:
+        scenes.finish_demo_scene(scene, forces=forces)
+    elif forces:
+        for obj in objects:
+            obj.mass_spring.show_forces = True
 
 
 def main(argv: list[str] | None = None) -> int:

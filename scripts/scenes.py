@@ -247,6 +247,8 @@ def _edge_visuals_group():
     gin = nodes.new("NodeGroupInput")
     gout = nodes.new("NodeGroupOutput")
     join = nodes.new("GeometryNodeJoinGeometry")
+    # Tubes edge by edge, each with its own edge's force shade (for the forces material).
+    edges_apart = addon_loader.addon_module("forces").edges_apart(group, gin.outputs["Geometry"])
     geo = gin.outputs["Geometry"]
 
     def named_bool(attr):
@@ -266,7 +268,7 @@ def _edge_visuals_group():
 
     def tubes(selection, radius_socket, material_socket):
         to_curve = nodes.new("GeometryNodeMeshToCurve")
-        links.new(geo, to_curve.inputs["Mesh"])
+        links.new(edges_apart, to_curve.inputs["Mesh"])
         links.new(selection, to_curve.inputs["Selection"])
         circle = nodes.new("GeometryNodeCurvePrimitiveCircle")
         circle.inputs["Resolution"].default_value = 10
@@ -322,8 +324,10 @@ def _edge_visuals_group():
     return group
 
 
-def add_edge_visuals(obj, *, radius=0.02, mass_radius=None, pin_radius=None):
-    """Make the object's edges and vertices visible in renders.
+def add_edge_visuals(obj, *, radius=0.02, mass_radius=None, pin_radius=None, forces=False):
+    """Make the object's edges and vertices visible in renders. With `forces`, springs,
+    rods and ropes get the material "Mass–Spring Forces" (blue pushes, red pulls; Cycles
+    and EEVEE) instead of their own colours.
 
     Adds a Geometry Nodes modifier at the END of the stack, so it draws the mesh after the
     baked deformation (shape keys come before every modifier; a Mesh Cache modifier stays
@@ -343,35 +347,18 @@ def add_edge_visuals(obj, *, radius=0.02, mass_radius=None, pin_radius=None):
         "Rope Material": material("MS Rope"), "Mass Material": material("MS Mass"),
         "Pin Material": material("MS Pin"),
     }
-    for item in mod.node_group.interface.items_tree:
-        if getattr(item, "in_out", None) == "INPUT" and item.name in values:
-            _set_modifier_input(mod, item.identifier, values[item.name])
-    # Keep deformers (Mesh Cache, Armature...) above the visuals.
-    index = list(obj.modifiers).index(mod)
-    if index != len(obj.modifiers) - 1:
-        _move_modifier(obj, mod, len(obj.modifiers) - 1)
+    if forces:  # thicker members, smaller masses: the colours are the point
+        by_force = addon_loader.addon_module("forces").material()
+        values.update({"Spring Material": by_force, "Rod Material": by_force,
+                       "Rope Material": by_force, "Spring Radius": radius * 1.2,
+                       "Rod Radius": radius * 1.4, "Rope Radius": radius * 0.8,
+                       "Mass Radius": mass_radius or radius * 1.8})
+    modifiers = addon_loader.addon_module("forces")  # the add-on's modifier helpers
+    modifiers.set_modifier_inputs(mod, values)
+    # Keep deformers (Mesh Cache, Armature...) and the bake's forces above the visuals.
+    modifiers.move_modifier(obj, mod, len(obj.modifiers) - 1)
     obj.update_tag()
     return mod
-
-
-def _set_modifier_input(mod, identifier, value):
-    """Set a Geometry Nodes modifier input: an RNA struct from Blender 5.2, an ID property
-    of the modifier before."""
-    interface = getattr(mod, "properties", None)
-    inputs = getattr(interface, "inputs", None)
-    if inputs is not None and hasattr(inputs, identifier):
-        getattr(inputs, identifier).value = value
-    else:
-        mod[identifier] = value
-
-
-def _move_modifier(obj, mod, to_index):
-    from_index = list(obj.modifiers).index(mod)
-    if hasattr(obj.modifiers, "move"):                     # Blender 4.3+
-        obj.modifiers.move(from_index, to_index)
-    else:
-        with bpy.context.temp_override(object=obj, active_object=obj):
-            bpy.ops.object.modifier_move_to_index(modifier=mod.name, index=to_index)
 
 
 def add_label(text, location, *, size=0.25, align="LEFT", collection=None):
@@ -605,8 +592,9 @@ def clear_scene(scene):
         bpy.data.orphans_purge(do_recursive=True)
 
 
-def finish_demo_scene(scene):
-    """After the bake: tubes and balls on every structure so the render shows them."""
+def finish_demo_scene(scene, forces=False):
+    """After the bake: tubes and balls on every structure so the render shows them, with
+    `forces` coloured by the force in each edge (add_edge_visuals)."""
     for obj in addon_loader.addon_module("bake").enabled_objects(scene):
-        add_edge_visuals(obj, radius=0.026)
+        add_edge_visuals(obj, radius=0.026, forces=forces)
     return scene

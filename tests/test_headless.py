@@ -216,6 +216,29 @@ def test_overrides_change_the_bake_not_the_saved_settings(small_scene, tmp_path)
 
 # ----------------------------------------------------------------------------- failures
 
+def test_headless_forces_are_shown_in_the_saved_file(small_scene, tmp_path):
+    """--forces: the saved file has Show Forces on (display modifier after the data one),
+    and without the add-on its evaluated chain carries ms_force: springs pull (> 0)."""
+    scene_path, _ = small_scene
+    out = tmp_path / "forces.blend"
+    proc = run_bake(scene_path, "--output", out, "--forces", "--no-render")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    code = """
+        import json, sys, bpy
+        bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+        obj = bpy.data.objects["Chain"]
+        bpy.context.scene.frame_set(12)
+        mesh = obj.evaluated_get(bpy.context.evaluated_depsgraph_get()).data
+        force = [a.value for a in mesh.attributes["ms_force"].data][:len(obj.data.edges)]
+        print(json.dumps({"modifiers": [m.name for m in obj.modifiers], "force": force}))
+    """
+    proc = run_python(code, str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = last_json(proc.stdout)
+    assert data["modifiers"] == ["Mass–Spring Forces", "Mass–Spring Force Colours"]
+    assert min(data["force"]) > 0  # a hanging chain's springs all pull
+
+
 def test_missing_file_fails_with_one_line(tmp_path):
     proc = run_bake(tmp_path / "missing.blend", "--output", tmp_path / "x.blend")
     assert proc.returncode != 0

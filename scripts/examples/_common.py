@@ -75,6 +75,9 @@ def parse_args(example, argv=None) -> argparse.Namespace:
     p.add_argument("--resolution", default=None, metavar="WxH",
                    help=f"picture size (default {DEFAULT_RESOLUTION[0]}x{DEFAULT_RESOLUTION[1]})")
     p.add_argument("--no-render", action="store_true", help="bake (and save) only")
+    p.add_argument("--forces", action="store_true",
+                   help=f"colour every member by its force (blue pushes, red pulls), rendered "
+                        f"with Cycles into docs/example_{name}_forces.png")
     p.add_argument("--addon", choices=SOURCES, default="repo",
                    help="the repo's addon/ folder (default) or an installed extension")
     args = p.parse_args(script_argv() if argv is None else argv)
@@ -244,8 +247,10 @@ def add_title(text, subtitle, stage: dict, aspect: float = 16 / 9):
                          align="CENTER")
 
 
-def render_still(scene, path: Path, frame: int, resolution) -> None:
-    scenes.set_render_defaults(scene, resolution=resolution)
+def render_still(scene, path: Path, frame: int, resolution, engine="BLENDER_WORKBENCH") -> None:
+    scenes.set_render_defaults(scene, resolution=resolution, engine=engine, samples=24)
+    if engine == "CYCLES":  # the forces' colours as they are, not desaturated by AgX
+        scene.view_settings.view_transform = "Standard"
     # Workbench's stencil shadows need closed meshes: the open backdrop sheet of
     # scenes.add_stage() shades itself grey except for a lit wedge. Cavity stays on.
     scene.display.shading.show_shadows = False
@@ -259,12 +264,17 @@ def main(example, argv=None) -> int:
     t_start = time.perf_counter()
     scene, objects, results = build_and_bake(example, args.frames, args.addon)
     for obj in objects:
-        scenes.add_edge_visuals(obj, radius=getattr(example, "TUBE_RADIUS", 0.02))
+        scenes.add_edge_visuals(obj, radius=getattr(example, "TUBE_RADIUS", 0.02),
+                                forces=args.forces)
     stage = example.decorate(scene, objects, results) or {}
     stage = dict(stage)
     title = stage.pop("title", getattr(example, "TITLE", example.NAME))
     chosen_frame = stage.pop("frame", None)
     subtitle = stage.pop("subtitle", "")
+    if args.forces:
+        title += ": forces"
+        subtitle = (f"blue pushes, white carries nothing, red pulls "
+                    f"{largest_force(objects):.3g} N (the bake's largest)")
     add_title(title, subtitle, stage, args.resolution[0] / args.resolution[1])
     scenes.add_stage(scene, resolution=args.resolution, **stage)
 
@@ -274,7 +284,9 @@ def main(example, argv=None) -> int:
         frame = frame(args.frames) if callable(frame) else min(int(frame), args.frames)
     out = Path(args.out)
     if not args.no_render:
-        render_still(scene, (out / f"example_{example.NAME}.png").resolve(), frame, args.resolution)
+        stem = f"example_{example.NAME}" + ("_forces" if args.forces else "")
+        render_still(scene, (out / f"{stem}.png").resolve(), frame, args.resolution,
+                     "CYCLES" if args.forces else "BLENDER_WORKBENCH")
     scene.frame_set(int(frame))
     if args.blend is not None:
         blend = Path(args.blend or REPO / "out" / f"example_{example.NAME}.blend").resolve()
@@ -283,6 +295,12 @@ def main(example, argv=None) -> int:
         say(f"saved {blend}")
     say(f"done in {time.perf_counter() - t_start:.1f} s")
     return 0
+
+
+def largest_force(objects) -> float:
+    """The largest |force| of the objects' bakes (newtons), as the forces colours use it."""
+    records = (addon_module("writers").bake_record(obj) or {} for obj in objects)
+    return max(((r.get("forces") or {}).get("range", 0.0) for r in records), default=0.0)
 
 
 def exact_pendulum_period(length: float, theta0_deg: float, g: float = 9.81) -> float:
