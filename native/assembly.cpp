@@ -62,6 +62,17 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     ++pair;
   }
 
+  if (!colliders_.empty())
+    for (int i = 0; i < nm; ++i) {
+      const ContactForce c = contact(kin, i, definite_newton_);
+      if (c.f.isZero() && c.A.isZero()) continue;
+      if (F) {
+        F->template segment<D>(D * i) += c.f.template head<D>();
+        element_force_scale_ = std::max(element_force_scale_, c.f.cwiseAbs().maxCoeff());
+      }
+      if (matrix) matrix->set_node_block(i, (cK * c.A + cV * c.B).template topLeftCorner<D, D>());
+    }
+
   for (int j = 0; j < nc; ++j) {
     const DistanceConstraint& dc = constraints_[j];
     const VecD d = kin.pos(dc.c[1]) - kin.pos(dc.c[0]);

@@ -1,6 +1,7 @@
 // Python bindings (module mass_spring._core). The seed API: MassSpringSystem2d/3d with
 // Mass, Fix, Spring, Chain and DistanceConstraint; live element lists; numpy accessors
 // and a state checkpoint for big meshes.
+#include <limits>
 #include <chrono>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -210,6 +211,40 @@ py::tuple triplets(const std::vector<Eigen::Triplet<double>>& t) {
 template <class T, class Array>
 ArrayView<T> view(const Array& a) {
   return {a.data(), static_cast<std::size_t>(a.size())};
+}
+
+// set_colliders(vertices (V, 3), triangles (T, 3), thickness, friction): the last two a
+// number or one per triangle.
+template <int D>
+void set_colliders(System<D>& s, const Arr& vertices, const IdxArr& triangles,
+                   const Arr& thickness, const Arr& friction) {
+  if (vertices.size() % 3 != 0 || (vertices.ndim() == 2 && vertices.shape(1) != 3))
+    throw InputError("set_colliders: vertices must have shape (V, 3)");
+  if (triangles.size() % 3 != 0 || (triangles.ndim() == 2 && triangles.shape(1) != 3))
+    throw InputError("set_colliders: triangles must have shape (T, 3)");
+  std::vector<Vec3> v(static_cast<std::size_t>(vertices.size() / 3));
+  for (std::size_t k = 0; k < v.size(); ++k)
+    v[k] = Vec3(vertices.data()[3 * k], vertices.data()[3 * k + 1], vertices.data()[3 * k + 2]);
+  const std::size_t nt = static_cast<std::size_t>(triangles.size() / 3);
+  std::vector<std::array<int, 3>> t(nt);
+  for (std::size_t k = 0; k < nt; ++k)
+    for (int j = 0; j < 3; ++j) {
+      const long long x = triangles.data()[3 * k + j];
+      if (x < 0 || x > std::numeric_limits<int>::max())
+        throw InputError("set_colliders: triangle " + std::to_string(k) + " uses vertex " +
+                         std::to_string(x) + ", but there are " + std::to_string(v.size()));
+      t[k][j] = static_cast<int>(x);
+    }
+  auto per_triangle = [&](const Arr& a, const char* what) {
+    if (a.size() != 1 && static_cast<std::size_t>(a.size()) != nt)
+      throw InputError(std::string("set_colliders: ") + what +
+                       " must be a number or one value per triangle (" + std::to_string(nt) +
+                       "), got " + std::to_string(a.size()));
+    std::vector<double> out(nt);
+    for (std::size_t k = 0; k < nt; ++k) out[k] = a.data()[a.size() == 1 ? 0 : k];
+    return out;
+  };
+  s.set_colliders(v, t, per_triangle(thickness, "thickness"), per_triangle(friction, "friction"));
 }
 
 // mass_spring.from_arrays normalizes the arrays and checks them with vertex- and
@@ -505,6 +540,25 @@ void bind_system(py::module_& m, const std::string& name) {
                                const VectorXd f = s.constraint_forces();
                                return as_array(f, f.size(), 0);
                              })
+      .def("set_colliders", &set_colliders<D>, py::arg("vertices"), py::arg("triangles"),
+           py::arg("thickness") = 0.02, py::arg("friction") = 0.3,
+           "Triangles the masses rest on and cannot pass (3-D only): vertices (V, 3), "
+           "triangles (T, 3) indices, thickness (m, the distance masses keep from the "
+           "surface, on both sides) and Coulomb friction coefficient, each a number or one "
+           "per triangle. Set again with the same triangles, the colliders move from where "
+           "they are to the new vertices during the next simulate() call. No "
+           "self-collision.")
+      .def("clear_colliders",
+           [](S& s) { s.set_colliders({}, {}, {}, {}); })
+      .def_property_readonly("num_collider_triangles",
+                             [](const S& s) { return s.colliders().num_triangles(); })
+      .def("contact_forces",
+           [](const S& s) {
+             const VectorXd f = s.contact_forces();
+             return as_array(f, s.num_masses(), D);
+           },
+           "Force of the colliders on each mass now, shape (masses, D): penalty, damping "
+           "and friction.")
       .def_readonly("last_newton_iterations", &S::last_newton_iterations)
       .def_property("linear_solver", &S::linear_solver, &S::set_linear_solver,
                     "Preconditioner of Newton's linear systems: 'auto' (default: multigrid "

@@ -256,6 +256,10 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
         newton_test.error_estimate() <=
             std::min(acc_tol, kNewtonShareOfTolerance * tolerance * length_scale_ / step.bq);
     if (may_stop && (err <= 1.0 || close_enough || (constraint_err <= 1.0 && small_correction))) {
+      if (passes_through_collider(s.q, q1, t1)) {
+        why = "a mass would pass through a collider";
+        return false;
+      }
       stopped_early_ = close_enough && !(err <= 1.0);
       last_local_error = local_error_estimate(s.acc, acc, h);
       state_.q = q1;
@@ -338,6 +342,10 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
     why = "the state became NaN or Inf";
     return false;
   }
+  if (passes_through_collider(s.q, q1, s.time + h)) {
+    why = "a mass would pass through a collider";
+    return false;
+  }
   state_.q = q1;
   state_.v = v1;
   state_.time += h;
@@ -375,6 +383,19 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
   if (!constraints_.empty() && !is_explicit(integrator)) make_consistent(path, 0.0);
   advance(0.5 * h, path, depth + 1);
   advance(0.5 * h, path, depth + 1);
+}
+
+template <int D>
+bool System<D>::passes_through_collider(const VectorXd& q0, const VectorXd& q1, double t) const {
+  if constexpr (D != 3) {
+    return false;
+  } else {
+    if (colliders_.empty()) return false;
+    for (int i = 0; i < num_masses(); ++i)
+      if (colliders_.crosses(q0.template segment<3>(3 * i), q1.template segment<3>(3 * i), t))
+        return true;
+    return false;
+  }
 }
 
 template <int D>
@@ -442,7 +463,7 @@ bool System<D>::energy_kept(double energy_before, double energy_scale) const {
 template <int D>
 void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>& path) {
   // Energy can only be checked where the physics cannot add any: fixes at rest.
-  const bool check_energy = !path.moving;
+  const bool check_energy = !path.moving && !colliders_.moving();
   // The energy at stake, independent of where the origin is: the weight times the
   // structure's size, plus the kinetic and spring energy it has now.
   double weight_energy = 0, gravity_potential = 0;
@@ -555,9 +576,17 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   if (num_masses() == 0) {
     state_.time += tend;
     state_.fix_pos = fix_target_;
+    colliders_.end_call();
     return;
   }
   ensure_pattern();
+  colliders_.begin_call(state_.time, tend);
+  // However the call ends, the colliders stay where the state's time has them.
+  struct CollidersGuard {
+    Colliders& colliders;
+    const double& time;
+    ~CollidersGuard() { colliders.stop_at(time); }
+  } colliders_guard{colliders_, state_.time};
   const std::vector<VecD> start = state_.fix_pos;
   FixPath<D> path;
   path.t0 = state_.time;
@@ -571,16 +600,15 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   const double h = tend / steps;
   if (tolerance > 0 && !is_explicit(integrator)) {
     advance_controlled(state_.time + tend, h, path);
-    state_.fix_pos = fix_target_;
-    has_stepped_ = true;
-    return;
-  }
-  for (int s = 0; s < steps; ++s) {
-    stop_if_interrupted(path);
-    advance(h, path, 0);
-    ++total_steps;
+  } else {
+    for (int s = 0; s < steps; ++s) {
+      stop_if_interrupted(path);
+      advance(h, path, 0);
+      ++total_steps;
+    }
   }
   state_.fix_pos = fix_target_;
+  colliders_.end_call();
   has_stepped_ = true;
 }
 
@@ -594,7 +622,8 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   template bool System<D>::explicit_step(double, const FixPath<D>&, std::string&);     \
   template void System<D>::advance(double, const FixPath<D>&, int);                    \
   template void System<D>::simulate(double, int, std::function<bool()>);               \
-  template double System<D>::rms_acceleration(const VectorXd&) const;
+  template double System<D>::rms_acceleration(const VectorXd&) const;                   \
+  template bool System<D>::passes_through_collider(const VectorXd&, const VectorXd&, double) const;
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)
 #undef MS_INSTANTIATE

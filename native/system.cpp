@@ -58,6 +58,7 @@ System<D>::System() : id_(next_system_id++) {
 template <int D>
 void System<D>::topology_changed() {
   pattern_ready_ = false;
+  spring_stiffness_stale_ = true;
   state_.consistent = false;
   energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
 }
@@ -255,7 +256,7 @@ void System<D>::set_state(const State<D>& s) {
 template <int D>
 typename System<D>::Kinematics System<D>::kinematics(const VectorXd& q, const VectorXd& v,
                                                      const FixPath<D>& path, double t) const {
-  Kinematics k{&q, &v, {}, {}};
+  Kinematics k{&q, &v, {}, {}, t};
   k.fix_pos.resize(num_fixes());
   k.fix_vel.resize(num_fixes());
   for (int j = 0; j < num_fixes(); ++j) {
@@ -293,7 +294,58 @@ double System<D>::potential_energy() const {
     const double L = (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm();
     e += spring_energy(s, L - s.length);
   }
+  if (!colliders_.empty())
+    for (int i = 0; i < num_masses(); ++i) e += contact(kin, i, false).energy;
   return e;
+}
+
+// ---------------------------------------------------------------- colliders
+
+template <int D>
+void System<D>::set_colliders(const std::vector<Vec3>& vertices,
+                              const std::vector<std::array<int, 3>>& triangles,
+                              const std::vector<double>& thickness,
+                              const std::vector<double>& friction) {
+  require_idle("set colliders");
+  require(D == 3 || triangles.empty(),
+          "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3D has them)");
+  colliders_.set(vertices, triangles, thickness, friction);
+  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();  // the energy at stake changed
+}
+
+template <int D>
+ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite) const {
+  if constexpr (D != 3) {
+    return {};
+  } else {
+    if (colliders_.empty()) return {};
+    const Vec3 p = kin.q->template segment<3>(3 * i), v = kin.v->template segment<3>(3 * i);
+    ContactPoint c = colliders_.nearest(p, kin.t);
+    // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
+    // it leaves out that of compressed springs: it keeps the matrix definite.
+    if (definite) c.curvature.setZero();
+    if (!c.touching) return {};
+    const double g_ref = contact_gravity();
+    if (spring_stiffness_stale_) {
+      spring_stiffness_at_.assign(num_masses(), 0.0);
+      for (const Spring& s : springs_)
+        for (const Connector& e : s.c)
+          if (e.type == MASS) spring_stiffness_at_[e.nr] += s.stiffness;
+      spring_stiffness_stale_ = false;
+    }
+    const double k = contact_stiffness(mass_[i], g_ref, c.thickness, spring_stiffness_at_[i]);
+    return contact_force(c, mass_[i], k, v, g_ref);
+  }
+}
+
+template <int D>
+VectorXd System<D>::contact_forces() const {
+  VectorXd f = VectorXd::Zero(D * num_masses());
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  for (int i = 0; i < num_masses(); ++i)
+    if constexpr (D == 3) f.template segment<3>(3 * i) = contact(kin, i, false).f;
+  return f;
 }
 
 template <int D>

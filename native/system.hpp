@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "contact.hpp"
 #include "integrators.hpp"
 #include "model.hpp"
 #include "solver/newton_solver.hpp"
@@ -74,6 +75,19 @@ class System {
   void set_mass(int i, double m);
   VecD fix_pos(int k) const { return fix_target_[k]; }
   void set_fix_pos(int k, const VecD& p);
+
+  // ---- colliders (3-D systems only; contact.hpp) ----
+  // Triangles the masses cannot pass and rest on, with per-triangle thickness and
+  // friction. Set again with the same triangles, the colliders move from where they are to
+  // the new positions during the next simulate() call.
+  void set_colliders(const std::vector<Vec3>& vertices,
+                     const std::vector<std::array<int, 3>>& triangles,
+                     const std::vector<double>& thickness, const std::vector<double>& friction);
+  const Colliders& colliders() const { return colliders_; }
+  // The force of the colliders on each mass now (D per mass).
+  VectorXd contact_forces() const;
+  // The acceleration the contact stiffness is scaled by: gravity, at least 9.81 m/s^2.
+  double contact_gravity() const { return std::max(gravity.norm(), 9.81); }
 
   // ---- state ----
   const State<D>& state() const { return state_; }
@@ -180,6 +194,7 @@ class System {
     const VectorXd* q;
     const VectorXd* v;
     std::vector<VecD> fix_pos, fix_vel;
+    double t = 0;  // the instant (where the colliders are)
     VecD pos(const Connector& c) const {
       return c.type == MASS ? VecD(q->template segment<D>(D * c.nr)) : fix_pos[c.nr];
     }
@@ -220,6 +235,10 @@ class System {
   // for, m da + G^T dlam, in units of the acceleration tolerance.
   double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
+  // Whether a mass moving straight from q0 to q1 passes through a collider's surface as
+  // it is at time t: such a step is refused and shortened (no tunnelling;
+  // tests/test_core_contact.py, test_fast_mass_does_not_pass_a_thin_plane).
+  bool passes_through_collider(const VectorXd& q0, const VectorXd& q1, double t) const;
   void advance(double h, const FixPath<D>& path, int depth);
   std::function<bool()> interrupted_;  // of the running simulate() call
   // Throws Interrupted if `interrupted_` says so, leaving the fixes where the path has them.
@@ -254,6 +273,13 @@ class System {
   std::vector<VecD> fix_target_;
   std::vector<Spring> springs_;
   std::vector<DistanceConstraint> constraints_;
+  Colliders colliders_;
+  // Sum of the stiffness of the springs at each mass (contact_stiffness), made when first
+  // needed after a change of topology.
+  mutable std::vector<double> spring_stiffness_at_;
+  mutable bool spring_stiffness_stale_ = true;
+  // Contact of mass i at this instant (none in 2-D or without colliders).
+  ContactForce contact(const Kinematics& kin, int i, bool definite) const;
   State<D> state_;
   bool has_stepped_ = false;  // a step was taken since building or set_state
 

@@ -2,7 +2,8 @@
 //   - each mass's diagonal value cM m (times the identity),
 //   - each spring's or rod's D x D block W, entering the matrix as +W in the two diagonal
 //     blocks of its ends and -W in the two off-diagonal ones,
-//   - each rod's gradient (its row of G, and of G^T in its multiplier's column).
+//   - each rod's gradient (its row of G, and of G^T in its multiplier's column),
+//   - a D x D block added to the diagonal block of a few masses (contact with colliders).
 //
 // Why: assembly writes it sequentially, and the Krylov method multiplies by it directly,
 // reading about a third of the memory of the compressed sparse matrix, which assembly
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -28,6 +30,10 @@ class ElementMatrix {
     pair_block_.resize(static_cast<std::size_t>(num_pairs) * dim * dim);
     rod_grad_.resize(static_cast<std::size_t>(num_rods) * dim);
     first_rod_pair_ = num_pairs - num_rods;
+    for (int i : block_nodes_)
+      std::fill_n(&node_block_[static_cast<std::size_t>(i) * dim * dim], dim * dim, 0.0);
+    block_nodes_.clear();
+    node_block_.resize(static_cast<std::size_t>(num_masses) * dim * dim, 0.0);
   }
   void set_mass(int i, double value) { mass_diag_[i] = value; }
   // Pair p between masses a and b (-1 for a fix); W row-major.
@@ -38,6 +44,16 @@ class ElementMatrix {
     for (int r = 0; r < dim_; ++r)
       for (int c = 0; c < dim_; ++c) out[dim_ * r + c] = W(r, c);
   }
+  // Adds W to mass i's diagonal block; at most once per mass between two resizes.
+  template <class Block>
+  void set_node_block(int i, const Block& W) {
+    double* out = &node_block_[static_cast<std::size_t>(i) * dim_ * dim_];
+    block_nodes_.push_back(i);
+    for (int r = 0; r < dim_; ++r)
+      for (int c = 0; c < dim_; ++c) out[dim_ * r + c] = W(r, c);
+  }
+  const std::vector<int>& block_nodes() const { return block_nodes_; }
+  const double* node_block(int i) const { return &node_block_[static_cast<std::size_t>(i) * dim_ * dim_]; }
   // Rod j (the pair first_rod_pair + j): dg/dp_b, and dg/dp_a = -grad.
   template <class Vector>
   void set_rod(int j, const Vector& grad) {
@@ -71,7 +87,9 @@ class ElementMatrix {
     const int D = dim_;
     for (int i = 0; i < num_masses(); ++i)
       for (int r = 0; r < D; ++r)
-        for (int c = 0; c < D; ++c) sink.add(D * i + r, D * i + c, r == c ? mass_diag_[i] : 0.0);
+        for (int c = 0; c < D; ++c)
+          sink.add(D * i + r, D * i + c,
+                   (r == c ? mass_diag_[i] : 0.0) + node_block_[static_cast<std::size_t>(i) * D * D + D * r + c]);
     const int rows_lam = D * num_masses();
     for (std::size_t p = 0; p < pair_node_.size(); ++p) {
       const auto [a, b] = pair_node_[p];
@@ -110,6 +128,8 @@ class ElementMatrix {
     using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
     const int nm = num_masses();
     for (int i = 0; i < nm; ++i) y.template segment<D>(D * i) = mass_diag_[i] * x.template segment<D>(D * i);
+    for (int i : block_nodes_)
+      y.template segment<D>(D * i) += Block(&node_block_[static_cast<std::size_t>(i) * D * D]) * x.template segment<D>(D * i);
     const int rows_lam = D * nm;
     for (std::size_t p = 0; p < pair_node_.size(); ++p) {
       const auto [a, b] = pair_node_[p];
@@ -143,6 +163,8 @@ class ElementMatrix {
   std::vector<std::array<int, 2>> pair_node_;
   std::vector<double> pair_block_;
   std::vector<double> rod_grad_;
+  std::vector<double> node_block_;  // D x D per mass, zero but for block_nodes_
+  std::vector<int> block_nodes_;
 };
 
 }  // namespace ms

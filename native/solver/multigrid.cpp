@@ -494,6 +494,12 @@ bool SmoothedAggregation::refresh_smoother(const ElementMatrix& elements) {
   diag.assign(static_cast<std::size_t>(nn) * DD, 0.0);
   for (int i = 0; i < nn; ++i)
     for (int r = 0; r < D; ++r) diag[static_cast<std::size_t>(i) * DD + r * D + r] = elements.mass_value(i);
+  for (int i : elements.block_nodes()) {
+    const double* B = elements.node_block(i);
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c)
+        diag[static_cast<std::size_t>(i) * DD + r * D + c] += 0.5 * (B[D * r + c] + B[D * c + r]);
+  }
   std::fill(level.lower.values.begin(), level.lower.values.end(), 0.0f);
   double S[kMaxBlock * kMaxBlock];
   for (int p = 0; p < np; ++p) {

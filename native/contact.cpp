@@ -1,0 +1,316 @@
+// Colliders: their geometry, motion and hierarchy, the nearest-point and tunnelling
+// queries, and the contact force law (contact.hpp).
+#include "contact.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace ms {
+
+namespace {
+
+using Box = Eigen::AlignedBox3d;
+
+// Closest point of triangle (a, b, c) to p, as barycentric weights (Ericson, Real-Time
+// Collision Detection, 5.1.5): the weights that are zero tell the region (interior, edge,
+// corner).
+Vec3 closest_weights(const Vec3& p, const Vec3& a, const Vec3& b, const Vec3& c) {
+  const Vec3 ab = b - a, ac = c - a, ap = p - a;
+  const double d1 = ab.dot(ap), d2 = ac.dot(ap);
+  if (d1 <= 0 && d2 <= 0) return {1, 0, 0};
+  const Vec3 bp = p - b;
+  const double d3 = ab.dot(bp), d4 = ac.dot(bp);
+  if (d3 >= 0 && d4 <= d3) return {0, 1, 0};
+  const double vc = d1 * d4 - d3 * d2;
+  if (vc <= 0 && d1 >= 0 && d3 <= 0) {
+    const double s = d1 / (d1 - d3);
+    return {1 - s, s, 0};
+  }
+  const Vec3 cp = p - c;
+  const double d5 = ab.dot(cp), d6 = ac.dot(cp);
+  if (d6 >= 0 && d5 <= d6) return {0, 0, 1};
+  const double vb = d5 * d2 - d1 * d6;
+  if (vb <= 0 && d2 >= 0 && d6 <= 0) {
+    const double s = d2 / (d2 - d6);
+    return {1 - s, 0, s};
+  }
+  const double va = d3 * d6 - d5 * d4;
+  if (va <= 0 && (d4 - d3) >= 0 && (d5 - d6) >= 0) {
+    const double s = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+    return {0, 1 - s, s};
+  }
+  const double denom = 1 / (va + vb + vc);
+  const double v = vb * denom, w = vc * denom;
+  return {1 - v - w, v, w};
+}
+
+double box_distance(const Box& b, const Vec3& p) {
+  return (p - p.cwiseMax(b.min()).cwiseMin(b.max())).norm();
+}
+
+std::string fmt(double x) { return std::to_string(x); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- BoxTree
+
+void BoxTree::build(const std::vector<Box>& boxes) {
+  nodes_.clear();
+  boxes_ = boxes;
+  order_.resize(boxes.size());
+  std::iota(order_.begin(), order_.end(), 0);
+  if (!boxes.empty()) build_node(boxes, 0, static_cast<int>(boxes.size()));
+}
+
+int BoxTree::build_node(const std::vector<Box>& boxes, int first, int count) {
+  const int index = static_cast<int>(nodes_.size());
+  nodes_.push_back({});
+  Box box;
+  box.setEmpty();
+  for (int k = first; k < first + count; ++k) box.extend(boxes[order_[k]]);
+  nodes_[index].box = box;
+  constexpr int kLeafSize = 4;
+  if (count <= kLeafSize) {
+    nodes_[index].first = first;
+    nodes_[index].count = count;
+    return index;
+  }
+  // Split at the median of the box centres along the longest axis.
+  int axis;
+  box.sizes().maxCoeff(&axis);
+  const int half = count / 2;
+  std::nth_element(order_.begin() + first, order_.begin() + first + half,
+                   order_.begin() + first + count, [&](int i, int j) {
+                     return boxes[i].center()(axis) < boxes[j].center()(axis);
+                   });
+  const int left = build_node(boxes, first, half);
+  const int right = build_node(boxes, first + half, count - half);
+  nodes_[index].left = left;
+  nodes_[index].right = right;
+  return index;
+}
+
+template <class Visit>
+void BoxTree::near(const Vec3& p, double radius, Visit&& visit) const {
+  if (nodes_.empty()) return;
+  std::vector<int> stack{0};
+  while (!stack.empty()) {
+    const Node& node = nodes_[stack.back()];
+    stack.pop_back();
+    if (box_distance(node.box, p) > radius) continue;
+    if (node.left < 0) {
+      for (int k = node.first; k < node.first + node.count; ++k)
+        if (box_distance(boxes_[order_[k]], p) <= radius) radius = visit(order_[k]);
+      continue;
+    }
+    // The nearer child last: it is visited first.
+    const double dl = box_distance(nodes_[node.left].box, p);
+    const double dr = box_distance(nodes_[node.right].box, p);
+    stack.push_back(dl < dr ? node.right : node.left);
+    stack.push_back(dl < dr ? node.left : node.right);
+  }
+}
+
+template <class Visit>
+void BoxTree::overlapping(const Box& b, Visit&& visit) const {
+  if (nodes_.empty()) return;
+  std::vector<int> stack{0};
+  while (!stack.empty()) {
+    const Node& node = nodes_[stack.back()];
+    stack.pop_back();
+    if (!node.box.intersects(b)) continue;
+    if (node.left < 0) {
+      for (int k = node.first; k < node.first + node.count; ++k)
+        if (boxes_[order_[k]].intersects(b)) visit(order_[k]);
+      continue;
+    }
+    stack.push_back(node.left);
+    stack.push_back(node.right);
+  }
+}
+
+// ---------------------------------------------------------------- Colliders
+
+void Colliders::set(const std::vector<Vec3>& vertices,
+                    const std::vector<std::array<int, 3>>& triangles,
+                    const std::vector<double>& thickness, const std::vector<double>& friction) {
+  const int nv = static_cast<int>(vertices.size());
+  if (thickness.size() != triangles.size() || friction.size() != triangles.size())
+    throw InputError("colliders: thickness and friction need one value per triangle");
+  for (int k = 0; k < nv; ++k)
+    if (!vertices[k].allFinite() || vertices[k].cwiseAbs().maxCoeff() > 1e9)
+      throw InputError("collider vertex " + std::to_string(k) +
+                       " is not finite or beyond 1e9");
+  std::vector<std::array<int, 3>> kept;
+  std::vector<double> kept_thickness, kept_friction;
+  for (std::size_t t = 0; t < triangles.size(); ++t) {
+    for (int k : triangles[t])
+      if (k < 0 || k >= nv)
+        throw InputError("collider triangle " + std::to_string(t) + " uses vertex " +
+                         std::to_string(k) + ", but there are " + std::to_string(nv));
+    if (!(std::isfinite(thickness[t]) && thickness[t] > 0 && thickness[t] <= 1e9))
+      throw InputError("collider triangle " + std::to_string(t) +
+                       ": thickness must be positive, got " + fmt(thickness[t]));
+    if (!(std::isfinite(friction[t]) && friction[t] >= 0 && friction[t] <= 1e3))
+      throw InputError("collider triangle " + std::to_string(t) +
+                       ": friction must be zero or positive, got " + fmt(friction[t]));
+    const Vec3 &a = vertices[triangles[t][0]], &b = vertices[triangles[t][1]],
+               &c = vertices[triangles[t][2]];
+    // Triangles without area have no surface to touch (their edges belong to others).
+    const double scale = std::max({(b - a).squaredNorm(), (c - a).squaredNorm(), 1e-300});
+    if ((b - a).cross(c - a).norm() <= 1e-12 * scale) continue;
+    kept.push_back(triangles[t]);
+    kept_thickness.push_back(thickness[t]);
+    kept_friction.push_back(friction[t]);
+  }
+  // Same triangles: the colliders move there from where they are during the next call.
+  const bool same = kept == triangles_ && vertices.size() == start_.size();
+  if (!same) start_ = vertices;
+  target_ = vertices;
+  triangles_ = std::move(kept);
+  thickness_ = std::move(kept_thickness);
+  friction_ = std::move(kept_friction);
+  moving_ = start_ != target_;
+  in_call_ = false;
+  // Over the boxes the triangles sweep from start to target: valid all along the path.
+  std::vector<Box> boxes(triangles_.size());
+  for (std::size_t t = 0; t < triangles_.size(); ++t) {
+    Box b;
+    b.setEmpty();
+    for (int k : triangles_[t]) b.extend(start_[k]).extend(target_[k]);
+    boxes[t] = b.extend(b.min() - Vec3::Constant(thickness_[t]))
+                   .extend(b.max() + Vec3::Constant(thickness_[t]));
+  }
+  tree_.build(boxes);
+}
+
+void Colliders::clear() { set({}, {}, {}, {}); }
+
+Vec3 Colliders::vertex(int k, double t) const {
+  if (!moving_ || !in_call_) return start_[k];
+  const double s = std::clamp((t - t0_) / duration_, 0.0, 1.0);
+  return start_[k] + s * (target_[k] - start_[k]);
+}
+
+void Colliders::begin_call(double t0, double duration) {
+  t0_ = t0;
+  duration_ = duration;
+  in_call_ = true;
+}
+
+void Colliders::end_call() {
+  in_call_ = false;
+  start_ = target_;
+  moving_ = false;
+}
+
+void Colliders::stop_at(double t) {
+  if (!in_call_) return;
+  for (std::size_t k = 0; k < start_.size(); ++k) start_[k] = vertex(static_cast<int>(k), t);
+  in_call_ = false;
+  moving_ = start_ != target_;
+}
+
+ContactPoint Colliders::nearest(const Vec3& p, double t) const {
+  ContactPoint best;
+  double best_gap = 0;  // distance - thickness of the best so far (< 0: touching)
+  tree_.near(p, 0.0, [&](int tri) {
+    const auto& ix = triangles_[tri];
+    const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
+    const Vec3 w = closest_weights(p, a, b, c);
+    const Vec3 q = w(0) * a + w(1) * b + w(2) * c;
+    const double d = (p - q).norm();
+    const double gap = d - thickness_[tri];
+    if (gap < best_gap && d > 0) {
+      best_gap = gap;
+      best.touching = true;
+      best.distance = d;
+      best.normal = (p - q) / d;
+      best.thickness = thickness_[tri];
+      best.friction = friction_[tri];
+      const Mat3 across = Mat3::Identity() - best.normal * best.normal.transpose();
+      const int zeros = (w.array() == 0.0).count();
+      if (zeros == 0) {
+        best.curvature.setZero();
+      } else if (zeros == 2) {
+        best.curvature = across;
+      } else {
+        const Vec3 e0 = w(0) == 0 ? b : a, e1 = w(2) == 0 ? b : c;
+        const Vec3 e = (e1 - e0).normalized();
+        best.curvature = across - e * e.transpose();
+      }
+      best.surface_velocity.setZero();
+      if (moving_ && in_call_)
+        for (int k = 0; k < 3; ++k)
+          best.surface_velocity += w(k) * (target_[ix[k]] - start_[ix[k]]) / duration_;
+    }
+    return 0.0;
+  });
+  return best;
+}
+
+bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t) const {
+  Box box(p0.cwiseMin(p1), p0.cwiseMax(p1));
+  bool hit = false;
+  tree_.overlapping(box, [&](int tri) {
+    if (hit) return;
+    const auto& ix = triangles_[tri];
+    const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
+    const Vec3 n = (b - a).cross(c - a);
+    const double s0 = n.dot(p0 - a), s1 = n.dot(p1 - a);
+    if (s0 * s1 >= 0) return;  // on one side (or touching the plane)
+    const Vec3 x = p0 + (s0 / (s0 - s1)) * (p1 - p0);
+    const double u = n.dot((b - a).cross(x - a)), v = n.dot((c - b).cross(x - b)),
+                 w = n.dot((a - c).cross(x - c));
+    hit = (u >= 0 && v >= 0 && w >= 0);
+  });
+  return hit;
+}
+
+// ---------------------------------------------------------------- the force law
+
+ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
+                           double g_ref) {
+  ContactForce out;
+  if (!c.touching) return out;
+  const Vec3& n = c.normal;
+  const Mat3 nn = n * n.transpose();
+  const Mat3 dn = c.curvature / c.distance;  // d n / d p
+  const double sink = kContactSinkShare * c.thickness;
+  const double pen = c.thickness - c.distance;  // > 0; d pen / d p = -n^T
+  // Elastic: k pen n.
+  out.f = k * pen * n;
+  out.A = k * nn - k * pen * dn;
+  out.energy = 0.5 * k * pen * pen;
+  // Damping along n, c(pen) = 2 sqrt(k m) min(pen / sink, 1).
+  const Vec3 vr = v - c.surface_velocity;
+  const double vn = n.dot(vr);
+  const double c_full = 2 * std::sqrt(k * m);
+  const double damp = c_full * std::min(pen / sink, 1.0);
+  const double ddamp = pen < sink ? c_full / sink : 0.0;  // d c / d pen
+  // d vr / d p is 0; d vn / d p = vr^T dn; d vt / d p = -(vn dn + n vr^T dn).
+  const Mat3 dvt_dp = -(vn * dn + n * (vr.transpose() * dn));
+  out.f -= damp * vn * n;
+  out.A -= ddamp * vn * nn;  // -d/dp(-c vn n) with d c/dp = -ddamp n^T ...
+  out.A += damp * (n * (vr.transpose() * dn) + vn * dn);  // ... and with n turning
+  out.B += damp * nn;
+  // Friction: -mu k pen s(vt), s(vt) = vt / sqrt(|vt|^2 + eps^2).
+  if (c.friction > 0) {
+    const Mat3 P = Mat3::Identity() - nn;
+    const Vec3 vt = P * vr;
+    const double eps = friction_speed(g_ref);
+    const double r = std::sqrt(vt.squaredNorm() + eps * eps);
+    const Vec3 s = vt / r;
+    const double fn = k * pen;
+    out.f -= c.friction * fn * s;
+    const Mat3 ds_dvt = Mat3::Identity() / r - vt * vt.transpose() / (r * r * r);
+    out.B += c.friction * fn * ds_dvt * P;
+    out.A -= c.friction * k * s * n.transpose();  // d fn / d p = -k n^T
+    out.A += c.friction * fn * ds_dvt * dvt_dp;
+  }
+  return out;
+}
+
+}  // namespace ms

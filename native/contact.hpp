@@ -1,0 +1,120 @@
+// Contact of the masses with colliders: triangle surfaces given by the caller (the
+// add-on passes the scene's Collision objects), static or moving linearly during one
+// simulate() call. A mass touches a collider when it comes within the collider's
+// thickness of its surface (both sides: a plane is a thin shell); it is then pushed out by
+// a stiff penalty force, damped, with smoothed Coulomb friction (contact_force below).
+// Self-collision is not handled.
+#pragma once
+
+#include <Eigen/Core>
+#include <Eigen/Geometry>
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "model.hpp"
+
+namespace ms {
+
+using Vec3 = Eigen::Vector3d;
+using Mat3 = Eigen::Matrix3d;
+
+// The point of the colliders nearest to a mass, when the mass is within thickness of it.
+struct ContactPoint {
+  bool touching = false;
+  Vec3 normal = Vec3::Zero();  // unit, from the surface to the mass
+  double distance = 0;         // from the surface to the mass
+  // d(normal)/d(position) = curvature / distance: 0 on a face's interior, the projector
+  // across the edge on an edge, I - n n^T at a corner.
+  Mat3 curvature = Mat3::Zero();
+  Vec3 surface_velocity = Vec3::Zero();
+  double thickness = 0, friction = 0;
+};
+
+// A bounding-volume hierarchy (axis-aligned boxes, median splits) over boxes.
+class BoxTree {
+ public:
+  void build(const std::vector<Eigen::AlignedBox3d>& boxes);
+  // Calls visit(i) for every box i within `radius` of p, nearest subtrees first;
+  // visit returns the radius still of interest (shrinking it prunes the search).
+  template <class Visit>
+  void near(const Vec3& p, double radius, Visit&& visit) const;
+  // Calls visit(i) for every box i that meets box b.
+  template <class Visit>
+  void overlapping(const Eigen::AlignedBox3d& b, Visit&& visit) const;
+  bool empty() const { return nodes_.empty(); }
+
+ private:
+  struct Node {
+    Eigen::AlignedBox3d box;
+    int first = 0, count = 0;  // leaf: items order_[first, first + count)
+    int left = -1, right = -1;
+  };
+  int build_node(const std::vector<Eigen::AlignedBox3d>& boxes, int first, int count);
+  std::vector<Node> nodes_;
+  std::vector<int> order_;
+  std::vector<Eigen::AlignedBox3d> boxes_;
+};
+
+class Colliders {
+ public:
+  // Replaces the colliders. With the same triangles as before, the new vertex positions
+  // are where they move to during the next simulate() call, from where they are now;
+  // otherwise they are placed there at once. thickness and friction are per triangle.
+  // InputError names the offending item.
+  void set(const std::vector<Vec3>& vertices, const std::vector<std::array<int, 3>>& triangles,
+           const std::vector<double>& thickness, const std::vector<double>& friction);
+  void clear();
+  bool empty() const { return triangles_.empty(); }
+  int num_triangles() const { return static_cast<int>(triangles_.size()); }
+  bool moving() const { return moving_; }
+
+  // Motion during one simulate() call over [t0, t0 + duration]. Outside a call the
+  // colliders are where the last call left them.
+  void begin_call(double t0, double duration);
+  // After the call: at the positions they were moved to; if it stopped early (an
+  // exception), where they were at time t, to move on from there in the next call.
+  void end_call();
+  void stop_at(double t);
+  // Nearest collider point within its thickness of p at time t (inside the current call).
+  ContactPoint nearest(const Vec3& p, double t) const;
+  // Whether the straight motion from p0 to p1 passes through a collider's surface as it is
+  // at time t: a mass may not tunnel through a surface within one step.
+  bool crosses(const Vec3& p0, const Vec3& p1, double t) const;
+
+ private:
+  Vec3 vertex(int k, double t) const;
+  std::vector<Vec3> start_, target_;
+  std::vector<std::array<int, 3>> triangles_;
+  std::vector<double> thickness_, friction_;
+  double t0_ = 0, duration_ = 1;
+  bool moving_ = false;   // start_ != target_
+  bool in_call_ = false;  // inside simulate(): positions follow the path
+  BoxTree tree_;
+};
+
+// Force of the contact on a mass of mass m at velocity v, and its derivatives
+// A = -dF/dp, B = -dF/dv (the blocks the mass's diagonal of the Newton matrix gains).
+struct ContactForce {
+  Vec3 f = Vec3::Zero();
+  Mat3 A = Mat3::Zero(), B = Mat3::Zero();
+  double energy = 0;  // elastic energy stored in the penalty
+};
+
+// The penalty: stiffness k = max(m g_ref 2000 / thickness, the stiffness of the springs at
+// the mass), so that a mass resting on a collider under its own weight sinks at most
+// 1/2000 of the thickness into it (tests/test_core_contact.py,
+// test_mass_rests_on_a_plane_at_its_thickness), and a stretched sheet cannot press its
+// masses deeper than its own stretch (test_sheet_33_drapes_over_a_sphere). Normal damping
+// up to critical, growing with the penetration from 0 so that the force stays continuous.
+// Friction: Coulomb with the elastic normal force, smoothed over speeds below
+// friction_speed(g_ref) so that it has a derivative.
+constexpr double kContactSinkShare = 5e-4;
+inline double friction_speed(double g_ref) { return 1e-5 * g_ref; }
+inline double contact_stiffness(double m, double g_ref, double thickness, double springs) {
+  return std::max(m * g_ref / (kContactSinkShare * thickness), springs);
+}
+ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
+                           double g_ref);
+
+}  // namespace ms

@@ -1,0 +1,252 @@
+"""Contact with colliders (set_colliders): against closed forms where there are any.
+
+A mass touches a collider within its thickness of the surface; the penalty stiffness makes
+a mass resting under its own weight sink 1/2000 of the thickness (contact.hpp).
+"""
+import math
+
+import numpy as np
+import pytest
+
+import mass_spring as ms
+
+G = 9.81
+PLANE_V = np.array([[-10, -10, 0], [10, -10, 0], [10, 10, 0], [-10, 10, 0]], float)
+PLANE_T = np.array([[0, 1, 2], [0, 2, 3]])
+
+
+def one_mass(pos, vel=(0, 0, 0), m=1.0, tolerance=0.01):
+    mss = ms.MassSpringSystem3d()
+    mss.gravity = (0, 0, -G)
+    mss.add(ms.Mass(m, list(pos), list(vel)))
+    mss.tolerance = tolerance
+    return mss
+
+
+def sphere(radius, segments=96, rings=48):
+    """A UV sphere as Blender makes it: poles and rings of `segments` vertices."""
+    verts = [(0, 0, radius), (0, 0, -radius)]
+    for j in range(1, rings):
+        th = math.pi * j / rings
+        for i in range(segments):
+            ph = 2 * math.pi * i / segments
+            verts.append((radius * math.sin(th) * math.cos(ph),
+                          radius * math.sin(th) * math.sin(ph), radius * math.cos(th)))
+
+    def at(j, i):
+        return 2 + (j - 1) * segments + i % segments
+
+    tris = []
+    for i in range(segments):
+        tris += [(0, at(1, i), at(1, i + 1)), (1, at(rings - 1, i + 1), at(rings - 1, i))]
+    for j in range(1, rings - 1):
+        for i in range(segments):
+            a, b, c, d = at(j, i), at(j, i + 1), at(j + 1, i + 1), at(j + 1, i)
+            tris += [(a, b, c), (a, c, d)]
+    return np.array(verts, float), np.array(tris)
+
+
+def box(center, half):
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tris = [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
+    return np.asarray(center, float) + half * corners, np.array(tris)
+
+
+@pytest.mark.parametrize("tolerance", [0.01, 0.0])
+def test_mass_rests_on_a_plane_at_its_thickness(tolerance):
+    thickness, m = 0.02, 2.5
+    mss = one_mass((0.3, 0.2, 0.3), m=m, tolerance=tolerance)
+    mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.3)
+    for _ in range(72):  # 3 s: falls, lands, settles
+        mss.simulate(1 / 24, 5)
+    x, y, z = mss.masses[0].pos
+    assert abs(z - thickness) <= 1e-3 * thickness
+    assert (x, y) == pytest.approx((0.3, 0.2), abs=1e-6)
+    force = mss.contact_forces()[0]
+    np.testing.assert_allclose(force, [0, 0, m * G], rtol=0, atol=1e-6 * m * G)
+
+
+@pytest.mark.parametrize("mu", [0.3, 0.7])
+def test_sliding_down_a_30_degree_plane(mu):
+    # From rest on the plane: s = g (sin θ - μ cos θ) t² / 2, or no motion when μ > tan θ.
+    theta = math.radians(30)
+    rot = np.array([[1, 0, 0], [0, math.cos(theta), -math.sin(theta)],
+                    [0, math.sin(theta), math.cos(theta)]])
+    thickness = 0.02
+    sink = 5e-4 * thickness  # where the mass rests: no fall at the start
+    mss = one_mass(rot @ [0, 0, thickness - sink])
+    mss.set_colliders(PLANE_V @ rot.T, PLANE_T, thickness, mu)
+    start = np.array(mss.masses[0].pos)
+    for _ in range(24):
+        mss.simulate(1 / 24, 5)
+    distance = np.linalg.norm(np.array(mss.masses[0].pos) - start)
+    expected = 0.5 * G * (math.sin(theta) - mu * math.cos(theta))
+    if expected > 0:
+        assert distance == pytest.approx(expected, rel=0.02)
+    else:
+        assert distance < 1e-3
+
+
+def chain(n_links=20, length=1.0, height=1.0, tolerance=0.01):
+    n = n_links + 1
+    pos = np.zeros((n, 3))
+    pos[:, 0] = np.linspace(0, length, n)
+    pos[:, 2] = height
+    links = np.array([[i, i + 1] for i in range(n_links)])
+    mss = ms.from_arrays(pos, 0.05, springs=links, stiffness=2000.0, damping=0.5,
+                         gravity=(0, 0, -G))
+    mss.tolerance = tolerance
+    return mss
+
+
+def test_chain_dropped_on_a_plane_comes_to_rest():
+    thickness = 0.02
+    mss = chain()
+    mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.3)
+    kinetic, lowest = [], []
+    for _ in range(24 * 4):
+        mss.simulate(1 / 24, 5)
+        kinetic.append(mss.kinetic_energy())
+        lowest.append(mss.vertex_positions()[:, 2].min())
+    assert min(lowest) >= thickness - 0.01 * thickness
+    assert max(kinetic) > 5.0  # it fell
+    assert max(kinetic[72:]) < 1e-3 * max(kinetic)
+
+
+def drape(n, steps_per_frame=5, frames=48):
+    xs = np.linspace(-1, 1, n)
+    X, Y = np.meshgrid(xs, xs)
+    pos = np.stack([X.ravel(), Y.ravel(), np.full(n * n, 0.6)], 1)
+    idx = np.arange(n * n).reshape(n, n)
+    edges = np.concatenate([
+        np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
+        np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1),
+        np.stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()], 1),
+        np.stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()], 1)])
+    mss = ms.from_arrays(pos, 1.0 / (n * n), springs=edges, stiffness=200.0 * n, damping=0.01,
+                         gravity=(0, 0, -G))
+    mss.tolerance = 0.01
+    radius, thickness = 0.5, 0.02
+    mss.set_colliders(*sphere(radius), thickness, 0.3)
+    closest = []
+    for _ in range(frames):
+        mss.simulate(1 / 24, steps_per_frame)
+        closest.append(np.linalg.norm(mss.vertex_positions(), axis=1).min())
+    return np.array(closest), radius + thickness, mss
+
+
+def test_small_sheet_drapes_over_a_sphere():
+    closest, outside, mss = drape(17)
+    assert closest.min() >= 0.99 * outside
+    assert (np.linalg.norm(mss.contact_forces(), axis=1) > 0).sum() >= 4  # it lies on it
+
+
+@pytest.mark.slow
+def test_sheet_33_drapes_over_a_sphere():
+    closest, outside, _ = drape(33)
+    assert closest.min() >= 0.99 * outside
+
+
+@pytest.mark.parametrize("tolerance, steps", [(0.01, 5), (0.0, 1), (0.0, 5)])
+def test_fast_mass_does_not_pass_a_thin_plane(tolerance, steps):
+    # 10 m/s onto a plane of thickness 1 cm: one frame at 24 fps moves it 42 cm.
+    thickness = 0.01
+    mss = one_mass((0, 0, 0.5), (0, 0, -10), tolerance=tolerance)
+    mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.3)
+    heights = []
+    for _ in range(24):
+        mss.simulate(1 / 24, steps)
+        heights.append(mss.masses[0].pos[2])
+    assert min(heights) > 0.5 * thickness  # never through, barely into the shell
+    assert heights[-1] == pytest.approx(thickness, rel=2e-3)
+
+
+def test_moving_box_pushes_a_pendulum_bob_aside():
+    # A bob hangs on a rod from a fix; a box slides along x through where it hangs.
+    mss = ms.MassSpringSystem3d()
+    mss.gravity = (0, 0, -G)
+    top = mss.add(ms.Fix([0, 0, 1]))
+    bob = mss.add(ms.Mass(0.5, [0, 0, 0]))
+    mss.add(ms.DistanceConstraint(1.0, (top, bob)))
+    mss.tolerance = 0.01
+    half, thickness = 0.1, 0.02
+    start = np.array([-0.5, 0, 0])
+    verts, tris = box(start, half)
+    mss.set_colliders(verts, tris, thickness, 0.0)
+    speed = 0.5  # m/s
+    for frame in range(1, 25):
+        face = start[0] + half + speed * frame / 24  # the box's leading face
+        mss.set_colliders(verts + [speed * frame / 24, 0, 0], tris, thickness, 0.0)
+        mss.simulate(1 / 24, 5)
+        x = mss.masses[0].pos[0]
+        assert x >= face + thickness * 0.99 or x <= face - 2 * half  # ahead of it, never in
+    assert mss.masses[0].pos[0] > 0.05  # pushed
+    assert mss.max_constraint_violation() < 1e-8
+
+
+def test_contact_jacobian_matches_finite_differences():
+    rng = np.random.default_rng(3)
+    mss = ms.MassSpringSystem3d()
+    mss.gravity = (0, 0, -G)
+    n = 8
+    for _ in range(n):
+        mss.add(ms.Mass(rng.uniform(0.5, 2), [0, 0, 0]))
+    verts, tris = sphere(1.0, 12, 6)  # coarse: faces, edges and corners
+    mss.set_colliders(verts, tris, 0.05, 0.4)
+    # Masses inside the shell: near a random point of a random triangle.
+    weights = rng.dirichlet([1, 1, 1], size=n)
+    weights[:2] = [1, 0, 0]  # near corners and edges too: the normal turns with p there
+    weights[2:4] = [0.5, 0.5, 0]
+    on_surface = np.einsum("nk,nkd->nd", weights, verts[tris[rng.integers(len(tris), size=n)]])
+    offsets = rng.normal(size=(n, 3))
+    offsets *= rng.uniform(0.005, 0.04, size=(n, 1)) / np.linalg.norm(offsets, axis=1)[:, None]
+    q = (on_surface + offsets).ravel()
+    v = rng.normal(size=3 * n)
+    lam = np.zeros(0)
+    mss.positions = q.reshape(n, 3)
+    assert (np.linalg.norm(mss.contact_forces(), axis=1) > 0).all()
+
+    def F(q, v):
+        return mss.evaluate(q, v, lam)[0]
+
+    d_q, d_v = mss.jacobian(q, v, lam)
+
+    def dense(t):
+        out = np.zeros((3 * n, 3 * n))
+        np.add.at(out, (t[0], t[1]), t[2])
+        return out
+
+    eps = 1e-7
+    fd_q = np.stack([(F(q + eps * e, v) - F(q - eps * e, v)) / (2 * eps) for e in np.eye(3 * n)], 1)
+    fd_v = np.stack([(F(q, v + eps * e) - F(q, v - eps * e)) / (2 * eps) for e in np.eye(3 * n)], 1)
+    np.testing.assert_allclose(dense(d_q), fd_q, atol=1e-5 * np.abs(fd_q).max())
+    np.testing.assert_allclose(dense(d_v), fd_v, atol=1e-5 * np.abs(fd_v).max())
+
+
+def test_collider_input_is_checked():
+    mss = one_mass((0, 0, 1))
+    with pytest.raises(ValueError, match="triangle 1 uses vertex 7"):
+        mss.set_colliders(PLANE_V, [[0, 1, 2], [0, 2, 7]])
+    with pytest.raises(ValueError, match="thickness must be positive"):
+        mss.set_colliders(PLANE_V, PLANE_T, thickness=0.0)
+    with pytest.raises(ValueError, match="friction"):
+        mss.set_colliders(PLANE_V, PLANE_T, friction=[0.3, -1])
+    with pytest.raises(ValueError, match="NaN|not finite"):
+        mss.set_colliders(PLANE_V * np.nan, PLANE_T)
+    with pytest.raises(ValueError, match=r"shape \(V, 3\)"):
+        mss.set_colliders(PLANE_V[:, :2], PLANE_T)
+    flat = ms.MassSpringSystem2d()
+    with pytest.raises(ValueError, match="2-D"):
+        flat.set_colliders(PLANE_V, PLANE_T)
+    mss.set_colliders(PLANE_V, PLANE_T)
+    assert mss.num_collider_triangles == 2
+    mss.clear_colliders()
+    assert mss.num_collider_triangles == 0
+
+
+def test_degenerate_triangles_are_skipped():
+    mss = one_mass((0, 0, 0.5))
+    verts = np.vstack([PLANE_V, [[0, 0, 0], [1, 1, 0]]])
+    mss.set_colliders(verts, [[0, 1, 2], [0, 2, 3], [4, 4, 5]], 0.02)
+    assert mss.num_collider_triangles == 2
