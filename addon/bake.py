@@ -20,7 +20,7 @@ from functools import cached_property
 import bpy
 import numpy as np
 
-from . import forces, writers
+from . import colliders, forces, writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
 from .simulation import (FrameSimulation, SimulationSettings, simulate_world_positions,
@@ -254,21 +254,35 @@ class BakeJob:
         self.output = BakeSettings(obj, overrides).output
         self._frame_before = (scene.frame_current, scene.frame_subframe)
         self._matrices = []
+        self.colliders = None  # colliders.ColliderReader, if the structure collides
+        if BakeSettings(obj, overrides).use_collisions:
+            depsgraph = bpy.context.evaluated_depsgraph_get()
+            found = colliders.scene_colliders(scene, obj, depsgraph)
+            if found:
+                self.colliders = colliders.ColliderReader(found, depsgraph)
         self._frame_moved = False
         self.simulation: FrameSimulation | None = None
         self.started = time.perf_counter()
         self.simulate_seconds = 0.0
+        self._static_matrix = None
         if transform_is_static(obj):
             # matrix_basis, not matrix_world: a script that just set the location or
             # rotation has not updated matrix_world yet (no depsgraph evaluation), and
             # without parent or constraints the two are the same
             # (test_transform_set_by_a_script_without_update_is_used).
-            self._matrices = [np.array(obj.matrix_basis, dtype=np.float64)] * len(self.frames)
+            self._static_matrix = np.array(obj.matrix_basis, dtype=np.float64)
+        moving_colliders = self.colliders is not None and self.colliders.moving
+        if self._static_matrix is not None and not moving_colliders:
+            self._matrices = [self._static_matrix] * len(self.frames)
             self._sampled_transforms = 0
         else:
             self._sampled_transforms = len(self.frames)
         self.finished = False
         self._staged: dict | None = None  # what stage() wrote, until finish()
+
+    @property
+    def collider_frames(self):
+        return self.colliders.frames if self.colliders is not None else None
 
     # -- progress ------------------------------------------------------------------------
 
@@ -326,7 +340,8 @@ class BakeJob:
             self._restore_frame()
             if self.simulation is None:
                 begin = time.perf_counter()
-                self.simulation = FrameSimulation(self.arrays, self.settings, self._matrices, self.frames)
+                self.simulation = FrameSimulation(self.arrays, self.settings, self._matrices,
+                                                  self.frames, self.collider_frames)
                 self.simulate_seconds += time.perf_counter() - begin
             while not self.simulation.done:
                 begin = time.perf_counter()
@@ -343,9 +358,15 @@ class BakeJob:
         return self.simulation.done
 
     def _sample_transform(self, frame: int) -> None:
+        """The object's matrix and the moving colliders at `frame`."""
         self.scene.frame_set(frame)
         self._frame_moved = True
-        self._matrices.append(np.array(self.obj.matrix_world, dtype=np.float64))
+        matrix = self._static_matrix
+        if matrix is None:
+            matrix = np.array(self.obj.matrix_world, dtype=np.float64)
+        self._matrices.append(matrix)
+        if self.colliders is not None:
+            self.colliders.sample(bpy.context.evaluated_depsgraph_get(), frame)
 
     def _restore_frame(self) -> None:
         if self._frame_moved:
@@ -427,6 +448,7 @@ class BakeJob:
             writers.free_bake(obj, record)
             lost = " (the previous bake was removed)" if previous else ""
             raise BakeError(f"'{obj.name}': writing the bake's forces failed{lost}: {ex}") from ex
+        record["colliders"] = self.colliders.names if self.colliders is not None else []
         record["frame_start"] = int(self.frames[0])
         record["frame_end"] = int(self.frames[-1])
         record["totals"] = report_totals(self.simulation.report)
@@ -443,7 +465,8 @@ class BakeJob:
             warnings=list(self.warnings),
             pc2_file=pc2_file,
             report=list(self.simulation.report),
-            simulation_inputs=(self.arrays, self.settings, self.simulation.matrices, self.frames),
+            simulation_inputs=(self.arrays, self.settings, self.simulation.matrices, self.frames,
+                               self.collider_frames),
         )
 
 

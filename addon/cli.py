@@ -99,6 +99,9 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--accuracy", type=float, metavar="TOL",
                    help="override the error control's tolerance (a fraction of each object's "
                         "mean edge length; 0: fixed steps) for this bake")
+    p.add_argument("--no-collisions", action="store_true",
+                   help="bake without the scene's Collision objects (default: every object "
+                        "with Collisions on meets them)")
     p.add_argument("--report", metavar="CSV",
                    help="write one row per baked frame and object: " + ",".join(REPORT_COLUMNS))
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
@@ -251,6 +254,8 @@ def bake_overrides(scene, obj, args) -> dict:
         overrides["substeps"] = args.substeps
     if args.accuracy is not None:
         overrides["accuracy"] = args.accuracy
+    if args.no_collisions:
+        overrides["use_collisions"] = False
     return overrides
 
 

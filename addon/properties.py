@@ -154,6 +154,15 @@ class MassSpringSettings(bpy.types.PropertyGroup):
         # energy (tests/test_core_error_control.py).
         default=0.01, min=0.0, max=0.5, soft_min=1e-4, precision=4, step=0.1,
     )
+    use_collisions: BoolProperty(
+        name="Collisions",
+        description="Collide with every mesh object that has Physics ▸ Collision and is "
+                    "enabled in the view layer, static, animated or deforming: masses keep "
+                    "its Thickness Outer from its surface and slide with the Mass–Spring "
+                    "friction set in its Collision panel. Self-collision is not handled: the "
+                    "structure passes through itself",
+        default=True,
+    )
     use_scene_frame_range: BoolProperty(
         name="Scene Frame Range",
         description="Bake the scene's frame range; off: use the start and end below",
@@ -203,7 +212,20 @@ def _show_forces_changed(settings, context) -> None:
         forces.hide(obj)
 
 
-classes = (MassSpringSettings,)
+class MassSpringCollisionSettings(bpy.types.PropertyGroup):
+    """``obj.mass_spring_collision``: how a Collision object acts on Mass–Spring structures."""
+
+    friction: FloatProperty(
+        name="Mass–Spring Friction",
+        description="Coulomb friction coefficient between this collider and Mass–Spring "
+                    "structures: a mass slides once the force along the surface exceeds "
+                    "friction × the force pressing it on (0: ice; 0.3: wood on wood; above "
+                    "tan of a slope's angle, nothing slides down it)",
+        default=0.3, min=0.0, soft_max=2.0, max=1000.0,
+    )
+
+
+classes = (MassSpringSettings, MassSpringCollisionSettings)
 
 
 def register():
@@ -214,9 +236,15 @@ def register():
         name="Mass–Spring",
         description="Mass–Spring Baker settings of this object",
     )
+    bpy.types.Object.mass_spring_collision = PointerProperty(
+        type=MassSpringCollisionSettings,
+        name="Mass–Spring Collision",
+        description="How this Collision object acts on Mass–Spring structures",
+    )
 
 
 def unregister():
+    del bpy.types.Object.mass_spring_collision
     del bpy.types.Object.mass_spring
     for cls in reversed(classes):
         bpy.utils.unregister_class(cls)

@@ -81,6 +81,29 @@ class SimulationSettings:
     initial_angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
 
+@dataclass
+class ColliderFrames:
+    """The colliders of a bake in world space (colliders.py reads them from the scene):
+    their triangles with thickness (m) and friction per triangle, and the vertex positions
+    at every frame of the range, or once for colliders that do not move."""
+
+    triangles: np.ndarray  # (T, 3) int64
+    thickness: np.ndarray  # (T,)
+    friction: np.ndarray  # (T,)
+    vertices: list  # of (V, 3) float64: one per frame, or one for all frames
+
+    @property
+    def moving(self) -> bool:
+        return len(self.vertices) > 1
+
+    def apply(self, mss, k: int) -> None:
+        """Put the colliders where they are at frame k of the range (the core moves them
+        there linearly during the next simulate() call)."""
+        if len(self.triangles):
+            mss.set_colliders(self.vertices[k if self.moving else 0], self.triangles,
+                              self.thickness, self.friction)
+
+
 def transform_points(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Apply a 4×4 affine matrix to (N, 3) points."""
     matrix = np.asarray(matrix, dtype=np.float64)
@@ -200,8 +223,10 @@ class FrameSimulation:
     (N, + pulls) at frame k, in the core's order of the rods (``structure.rod_edges()``).
     """
 
-    def __init__(self, arrays: MeshArrays, settings: SimulationSettings, matrices, frames):
+    def __init__(self, arrays: MeshArrays, settings: SimulationSettings, matrices, frames,
+                 colliders: ColliderFrames | None = None):
         self.arrays = arrays
+        self.colliders = colliders
         self.settings = settings
         self.matrices = np.asarray(matrices, dtype=np.float64)
         self.frames = np.asarray(frames, dtype=np.int64)
@@ -216,6 +241,11 @@ class FrameSimulation:
                 "(a scale of 0), so its vertices can't be mapped back: fix the scale animation")
         self._inverses = inverse_matrices(self.matrices)
         self.mss, self.structure = build_system(arrays, settings, self.matrices[0])
+        if colliders is not None:
+            try:
+                colliders.apply(self.mss, 0)
+            except ValueError as ex:
+                raise BakeError(f"the core refused the colliders: {ex}") from ex
         self.world_start = self.mss.vertex_positions()
         self.dt = 1.0 / settings.fps
         self._pins_local = arrays.local_positions[np.asarray(self.mss.fixed_vertices, dtype=np.int64)]
@@ -240,6 +270,8 @@ class FrameSimulation:
         frame = int(self.frames[k])
         if len(self._pins_local):
             self.mss.fix_positions = transform_points(self.matrices[k], self._pins_local)
+        if self.colliders is not None and self.colliders.moving:
+            self.colliders.apply(self.mss, k)
         before, start = self.mss.stats, time.perf_counter()
         try:
             self.mss.simulate(self.dt, self.settings.substeps)
@@ -267,12 +299,12 @@ class FrameSimulation:
 
 
 def simulate_world_positions(arrays: MeshArrays, settings: SimulationSettings,
-                             matrices, frames) -> np.ndarray:
+                             matrices, frames, colliders: ColliderFrames | None = None) -> np.ndarray:
     """(F, N, 3) float64 world positions of the same simulation as ``FrameSimulation``,
     exactly as the core computes them (the core is deterministic: the same inputs give
     the same numbers, bit for bit). For scripts and tests that analyse the motion;
     tests/test_addon_bake.py compares them with the core run directly."""
-    run = FrameSimulation(arrays, settings, matrices, frames)
+    run = FrameSimulation(arrays, settings, matrices, frames, colliders)
     world = np.empty((len(run.frames), arrays.vertex_count, 3))
     world[0] = run.mss.vertex_positions()
     while not run.done:

@@ -2,7 +2,7 @@
 
 import bpy
 
-from . import writers
+from . import colliders, writers
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
 from .overlay import marked_edge_counts
 
@@ -141,6 +141,36 @@ class PHYSICS_PT_mass_spring_solver(MassSpringPanelBase, bpy.types.Panel):
             layout.label(text="Gravity is off in the scene settings", icon='INFO')
 
 
+class PHYSICS_PT_mass_spring_collisions(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Collisions"
+    bl_parent_id = "PHYSICS_PT_mass_spring"
+
+    def draw_header(self, context):
+        self.layout.prop(context.object.mass_spring, "use_collisions", text="")
+
+    def draw(self, context):
+        layout, settings = self.settings_layout(context)
+        layout.active = settings.enabled and settings.use_collisions
+        depsgraph = context.evaluated_depsgraph_get()
+        found = colliders.scene_colliders(context.scene, context.object, depsgraph)
+        if found:
+            names = ", ".join(obj.name for obj in found[:4]) + (" …" if len(found) > 4 else "")
+            layout.label(text=f"With {len(found)}: {names}", icon='MOD_PHYSICS')
+        else:
+            layout.label(text="No Collision objects in the scene", icon='INFO')
+        layout.label(text="Not with itself (no self-collision)")
+
+
+def draw_collider_friction(self, context):
+    """Our friction, in Blender's Collision panel of a collider."""
+    obj = context.object
+    if obj is None or obj.type != 'MESH' or not colliders.is_collider(obj):
+        return
+    layout = self.layout
+    layout.use_property_split = True
+    layout.prop(obj.mass_spring_collision, "friction")
+
+
 class PHYSICS_PT_mass_spring_output(MassSpringPanelBase, bpy.types.Panel):
     bl_label = "Frame Range and Output"
     bl_parent_id = "PHYSICS_PT_mass_spring"
@@ -164,6 +194,7 @@ classes = (
     PHYSICS_PT_mass_spring_marks,
     PHYSICS_PT_mass_spring_velocity,
     PHYSICS_PT_mass_spring_solver,
+    PHYSICS_PT_mass_spring_collisions,
     PHYSICS_PT_mass_spring_output,
 )
 
@@ -171,8 +202,10 @@ classes = (
 def register():
     for cls in classes:
         bpy.utils.register_class(cls)
+    bpy.types.PHYSICS_PT_collision.append(draw_collider_friction)
 
 
 def unregister():
+    bpy.types.PHYSICS_PT_collision.remove(draw_collider_friction)
     for cls in reversed(classes):
         bpy.utils.unregister_class(cls)

@@ -1,0 +1,98 @@
+"""The scene's Collision objects as the core's colliders (``simulation.ColliderFrames``).
+
+A collider is what Blender users already mark: a mesh object with Physics ▸ Collision,
+evaluated by the view layer (not disabled in viewports, not in an excluded collection).
+Its surface is its evaluated mesh (modifiers, shape keys and armatures included) in world
+space, triangulated; its thickness is Collision ▸ Thickness Outer and its friction
+``obj.mass_spring_collision.friction``. A collider that nothing animates is read once;
+any other is read at every frame of the bake.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import BakeError
+from .simulation import ColliderFrames
+
+
+def is_collider(obj) -> bool:
+    return (obj.type == 'MESH' and obj.collision is not None and obj.collision.use
+            and any(m.type == 'COLLISION' for m in obj.modifiers))
+
+
+def scene_colliders(scene, structure, depsgraph) -> list:
+    """The Collision objects `structure` meets: every collider the depsgraph evaluates,
+    but the structure itself (self-collision is not handled)."""
+    evaluated = {getattr(item, "original", None) for item in depsgraph.ids}
+    return sorted((obj for obj in scene.objects
+                   if obj is not structure and obj in evaluated and is_collider(obj)),
+                  key=lambda obj: obj.name)
+
+
+def is_static(obj) -> bool:
+    """Nothing can move or deform it during the bake: no animation, driver, parent,
+    constraint, shape keys or modifier besides Collision."""
+    shape_keys = obj.data.shape_keys
+    return (obj.animation_data is None and obj.parent is None and len(obj.constraints) == 0
+            and (shape_keys is None or shape_keys.animation_data is None)
+            and obj.data.animation_data is None
+            and all(m.type == 'COLLISION' for m in obj.modifiers))
+
+
+def world_triangles(obj, depsgraph) -> tuple[np.ndarray, np.ndarray]:
+    """(V, 3) world positions of the evaluated mesh and (T, 3) its triangles."""
+    evaluated = obj.evaluated_get(depsgraph)
+    mesh = evaluated.to_mesh()
+    try:
+        mesh.calc_loop_triangles()
+        co = np.empty(len(mesh.vertices) * 3, dtype=np.float32)
+        mesh.vertices.foreach_get("co", co)
+        tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
+        mesh.loop_triangles.foreach_get("vertices", tris)
+    finally:
+        evaluated.to_mesh_clear()
+    matrix = np.array(evaluated.matrix_world, dtype=np.float64)
+    world = co.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
+    return world, tris.reshape(-1, 3).astype(np.int64)
+
+
+class ColliderReader:
+    """Reads the colliders of one bake: the static ones once, the moving ones per frame."""
+
+    def __init__(self, objects, depsgraph):
+        self.objects = list(objects)
+        self.names = [obj.name for obj in self.objects]
+        self.moving = any(not is_static(obj) for obj in self.objects)
+        triangles, thickness, friction, offset = [], [], [], 0
+        first = [world_triangles(obj, depsgraph) for obj in self.objects]
+        for obj, (verts, tris) in zip(self.objects, first):
+            triangles.append(tris + offset)
+            offset += len(verts)
+            thickness.append(np.full(len(tris), float(obj.collision.thickness_outer)))
+            friction.append(np.full(len(tris), float(obj.mass_spring_collision.friction)))
+        self._counts = [len(verts) for verts, _ in first]
+        self._triangle_counts = [len(tris) for _, tris in first]
+        # Static: these positions serve every frame; moving: sample() adds every frame's.
+        self.frames = ColliderFrames(
+            triangles=np.concatenate(triangles) if triangles else np.zeros((0, 3), np.int64),
+            thickness=np.concatenate(thickness) if thickness else np.zeros(0),
+            friction=np.concatenate(friction) if friction else np.zeros(0),
+            vertices=[] if self.moving else [self._stack(first)])
+
+    @staticmethod
+    def _stack(parts) -> np.ndarray:
+        return np.concatenate([v for v, _ in parts]) if parts else np.zeros((0, 3))
+
+    def sample(self, depsgraph, frame: int) -> None:
+        """Moving colliders: read them at the current frame (the scene was set to it)."""
+        if not self.moving:
+            return
+        parts = [world_triangles(obj, depsgraph) for obj in self.objects]
+        for obj, count, tri_count, (verts, tris) in zip(
+                self.objects, self._counts, self._triangle_counts, parts):
+            if len(verts) != count or len(tris) != tri_count:
+                raise BakeError(
+                    f"collider '{obj.name}' changes its number of vertices or faces at frame "
+                    f"{frame}: a collider may move and deform, not change its topology")
+        self.frames.vertices.append(self._stack(parts))

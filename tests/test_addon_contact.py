@@ -1,0 +1,127 @@
+"""Bakes that meet the scene's Collision objects, in real Blender, against the core run
+directly on the same colliders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_addon_helpers import make_mesh_object, pin, require_bpy, submodule
+
+bpy = require_bpy()
+import mass_spring  # noqa: E402  (after the skip above)
+
+FPS, SUBSTEPS = 24, 5
+PLANE = [(-2, -2, 0), (2, -2, 0), (2, 2, 0), (-2, 2, 0)]
+
+
+@pytest.fixture
+def bake():
+    return submodule("bake")
+
+
+def make_collider(name, vertices, faces, location=(0, 0, 0), thickness=0.02, friction=0.3):
+    obj = make_mesh_object(name, vertices, faces=faces, location=location)
+    obj.modifiers.new("Collision", 'COLLISION')
+    obj.collision.thickness_outer = thickness
+    obj.mass_spring_collision.friction = friction
+    return obj
+
+
+def make_chain(links=10, height=0.5):
+    vertices = [(0.1 * i, 0.0, height) for i in range(links + 1)]
+    obj = make_mesh_object("Chain", vertices, edges=[(i, i + 1) for i in range(links)])
+    settings = obj.mass_spring
+    settings.enabled = True
+    settings.total_mass = 0.5
+    settings.stiffness = 500.0
+    settings.damping = 0.5
+    settings.substeps = SUBSTEPS
+    return obj
+
+
+def f32(x):
+    return float(np.float32(x))
+
+
+def core_chain(obj, colliders, frames):
+    """The chain's bake run on the core directly: (F, N, 3) world positions. `colliders`:
+    (vertices at frame k, triangles, thickness, friction) for k = 0, 1, ..."""
+    settings = obj.mass_spring
+    n = len(obj.data.vertices)
+    start = np.array([v.co for v in obj.data.vertices], dtype=np.float32).astype(float)
+    links = np.array([e.vertices[:] for e in obj.data.edges])
+    mss = mass_spring.MassSpringSystem3d.from_arrays(
+        start, f32(settings.total_mass) / n, springs=links, stiffness=f32(settings.stiffness),
+        damping=f32(settings.damping),
+        gravity=np.array(bpy.context.scene.gravity, dtype=np.float32).astype(float))
+    mss.set_integrator("generalized_alpha", rho_inf=f32(settings.rho_inf))
+    mss.tolerance = f32(settings.accuracy)
+    mss.set_colliders(*colliders(0))
+    out = [mss.vertex_positions()]
+    for k in range(1, frames):
+        mss.set_colliders(*colliders(k))
+        mss.simulate(1 / FPS, SUBSTEPS)
+        out.append(mss.vertex_positions())
+    return np.array(out)
+
+
+def test_chain_lands_on_a_collision_plane(scene, bake):
+    make_collider("Floor", PLANE, [(0, 1, 2, 3)], thickness=0.02, friction=0.3)
+    chain = make_chain()
+    result = bake.bake_object(scene, chain)
+    world = result.world_positions()
+    thickness = f32(0.02)
+    assert world[:, :, 2].min() >= 0.99 * thickness  # never through the floor
+    np.testing.assert_allclose(world[-1, :, 2], thickness, atol=1e-3 * thickness)  # lying on it
+    plane = np.array(PLANE, float), np.array([[0, 1, 2], [0, 2, 3]]), thickness, f32(0.3)
+    expected = core_chain(chain, lambda k: plane, len(world))
+    np.testing.assert_allclose(result.positions, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(world, expected, rtol=0, atol=1e-6)
+    assert list(submodule("writers").bake_record(chain)["colliders"]) == ["Floor"]
+
+
+def test_collisions_off_or_collider_disabled_fall_through(scene, bake):
+    floor = make_collider("Floor", PLANE, [(0, 1, 2, 3)])
+    chain = make_chain()
+    off = bake.bake_object(scene, chain, overrides={"use_collisions": False})
+    assert off.world_positions()[-1, :, 2].max() < -0.5  # fell 2.8 m in 23 frames
+    floor.modifiers.remove(floor.modifiers["Collision"])
+    assert bake.bake_object(scene, chain).world_positions()[-1, :, 2].max() < -0.5
+    floor.modifiers.new("Collision", 'COLLISION')
+    floor.hide_viewport = True  # Disabled in Viewports: Blender does not evaluate it
+    assert bake.bake_object(scene, chain).world_positions()[-1, :, 2].max() < -0.5
+    floor.hide_viewport = False
+    assert bake.bake_object(scene, chain).world_positions()[-1, :, 2].min() > 0.0
+
+
+def test_animated_collider_pushes_a_pinned_pendulum(scene, bake):
+    # A bob hangs 1 m under a pinned vertex on a rigid edge; a box slides along x into it.
+    half, speed = 0.1, 1.0
+    corners = [(x, y, z) for x in (-half, half) for y in (-half, half) for z in (-half, half)]
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    box = make_collider("Box", corners, quads, location=(-0.4, 0, 0), thickness=0.02, friction=0.0)
+    box.keyframe_insert("location", frame=1)
+    box.location.x += speed * 23 / FPS
+    box.keyframe_insert("location", frame=24)
+    pendulum = make_mesh_object("Pendulum", [(0, 0, 1), (0, 0, 0)], edges=[(0, 1)])
+    settings = pendulum.mass_spring
+    settings.enabled = True
+    settings.total_mass = 1.0
+    settings.substeps = SUBSTEPS
+    pin(pendulum, [0])
+    rigid = pendulum.data.attributes.new("ms_rigid", 'BOOLEAN', 'EDGE')
+    rigid.data[0].value = True
+    result = bake.bake_object(scene, pendulum)
+    world = result.world_positions()
+    box_x = []
+    for frame in range(1, 25):
+        scene.frame_set(frame)
+        box_x.append(box.matrix_world.translation.x)
+    face = np.array(box_x) + half  # the box's leading face
+    bob_x = world[:, 1, 0]
+    shell = 0.98 * f32(0.02)
+    inside = (bob_x > face - 2 * half - shell) & (bob_x < face + shell)
+    assert not inside.any()
+    assert bob_x[-1] > 0.05  # pushed aside
+    assert np.abs(np.linalg.norm(world[:, 1] - world[:, 0], axis=1) - 1).max() < 1e-5
