@@ -62,10 +62,13 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     ++pair;
   }
 
+  contacts_.clear();
   if (!colliders_.empty())
     for (int i = 0; i < nm; ++i) {
-      const ContactForce c = contact(kin, i, definite_newton_);
-      if (c.f.isZero() && c.A.isZero()) continue;
+      ContactState where;
+      const ContactForce c = contact(kin, i, definite_newton_, &where);
+      if (where.mass < 0) continue;
+      if (matrix) contacts_.push_back(where);
       if (F) {
         F->template segment<D>(D * i) += c.f.template head<D>();
         element_force_scale_ = std::max(element_force_scale_, c.f.cwiseAbs().maxCoeff());

@@ -280,34 +280,45 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
   const Mat3 dn = c.curvature / c.distance;  // d n / d p
   const double sink = kContactSinkShare * c.thickness;
   const double pen = c.thickness - c.distance;  // > 0; d pen / d p = -n^T
-  // Elastic: k pen n.
-  out.f = k * pen * n;
-  out.A = k * nn - k * pen * dn;
-  out.energy = 0.5 * k * pen * pen;
-  // Damping along n, c(pen) = 2 sqrt(k m) min(pen / sink, 1).
+  // Elastic: T(pen) n, with T = k pen^2 / (2 sink) up to pen = sink, then k (pen - sink / 2).
+  // The stiffness grows from 0 instead of jumping to k at the surface: at a jump, Newton
+  // cycles between a point inside (stiff) and one just outside (free) (a sheet landing on
+  // a plane, tests/test_core_contact.py); with a derivative that is continuous and growing,
+  // it converges.
+  const double sink_e = contact_ramp(c.thickness);
+  const bool ramp = pen < sink_e;
+  const double T = ramp ? 0.5 * k * pen * pen / sink_e : k * (pen - 0.5 * sink_e);
+  const double dT = ramp ? k * pen / sink_e : k;
+  out.f = T * n;
+  out.A = dT * nn - T * dn;
+  out.energy = ramp ? k * pen * pen * pen / (6 * sink_e)
+                    : k * sink_e * sink_e / 6 + 0.5 * k * (pen - 0.5 * sink_e) * (pen - 0.5 * sink_e) -
+                          k * sink_e * sink_e / 8;
+  // Damping along n, c(pen) = 2 sqrt(k m) min(pen / damping_depth, 1).
   const Vec3 vr = v - c.surface_velocity;
   const double vn = n.dot(vr);
   const double c_full = 2 * std::sqrt(k * m);
-  const double damp = c_full * std::min(pen / sink, 1.0);
-  const double ddamp = pen < sink ? c_full / sink : 0.0;  // d c / d pen
+  const double damp_depth = kContactDampingShare * c.thickness;
+  const double damp = c_full * std::min(pen / damp_depth, 1.0);
+  const double ddamp = pen < damp_depth ? c_full / damp_depth : 0.0;  // d c / d pen
   // d vr / d p is 0; d vn / d p = vr^T dn; d vt / d p = -(vn dn + n vr^T dn).
   const Mat3 dvt_dp = -(vn * dn + n * (vr.transpose() * dn));
   out.f -= damp * vn * n;
   out.A -= ddamp * vn * nn;  // -d/dp(-c vn n) with d c/dp = -ddamp n^T ...
   out.A += damp * (n * (vr.transpose() * dn) + vn * dn);  // ... and with n turning
   out.B += damp * nn;
-  // Friction: -mu k pen s(vt), s(vt) = vt / sqrt(|vt|^2 + eps^2).
+  // Friction: -mu T s(vt), s(vt) = vt / sqrt(|vt|^2 + eps^2).
   if (c.friction > 0) {
     const Mat3 P = Mat3::Identity() - nn;
     const Vec3 vt = P * vr;
     const double eps = friction_speed(g_ref);
     const double r = std::sqrt(vt.squaredNorm() + eps * eps);
     const Vec3 s = vt / r;
-    const double fn = k * pen;
+    const double fn = T;
     out.f -= c.friction * fn * s;
     const Mat3 ds_dvt = Mat3::Identity() / r - vt * vt.transpose() / (r * r * r);
     out.B += c.friction * fn * ds_dvt * P;
-    out.A -= c.friction * k * s * n.transpose();  // d fn / d p = -k n^T
+    out.A -= c.friction * dT * s * n.transpose();  // d fn / d p = -dT n^T
     out.A += c.friction * fn * ds_dvt * dvt_dp;
   }
   return out;

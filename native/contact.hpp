@@ -101,15 +101,29 @@ struct ContactForce {
   double energy = 0;  // elastic energy stored in the penalty
 };
 
+// Where a mass touches, as Newton's corrections need it (System::limit_contact_corrections).
+struct ContactState {
+  int mass = -1;
+  Vec3 normal = Vec3::Zero(), surface_velocity = Vec3::Zero();
+  double penetration = 0, ramp = 0;  // depth, and the depth where the penalty is fully stiff
+  bool friction = false;
+};
+
 // The penalty: stiffness k = max(m g_ref 2000 / thickness, the stiffness of the springs at
-// the mass), so that a mass resting on a collider under its own weight sinks at most
-// 1/2000 of the thickness into it (tests/test_core_contact.py,
+// the mass), reached over the first 1/2000 of the thickness (contact_force), so that a mass
+// resting on a collider under its own weight sinks less than 1/1000 of the thickness into
+// it (tests/test_core_contact.py,
 // test_mass_rests_on_a_plane_at_its_thickness), and a stretched sheet cannot press its
-// masses deeper than its own stretch (test_sheet_33_drapes_over_a_sphere). Normal damping
-// up to critical, growing with the penetration from 0 so that the force stays continuous.
+// masses deeper than its own stretch (test_sheet_33_drapes_over_a_sphere).
 // Friction: Coulomb with the elastic normal force, smoothed over speeds below
 // friction_speed(g_ref) so that it has a derivative.
 constexpr double kContactSinkShare = 5e-4;
+// The normal damping grows from 0 at the surface to critical at this share of the
+// thickness: continuous in the position, and gentle enough within Newton's reach that
+// Newton does not cycle between its two sides (test_sheet_settles_on_a_plane).
+constexpr double kContactDampingShare = 0.1;
+// Depth over which the penalty's stiffness grows from 0 to k (contact_force).
+inline double contact_ramp(double thickness) { return kContactSinkShare * thickness; }
 inline double friction_speed(double g_ref) { return 1e-5 * g_ref; }
 inline double contact_stiffness(double m, double g_ref, double thickness, double springs) {
   return std::max(m * g_ref / (kContactSinkShare * thickness), springs);

@@ -150,7 +150,8 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   const State<D>& s = state_;
   const int nm = D * num_masses();
   NewmarkStep step;
-  if (integrator == IntegratorKind::ImplicitEuler) {
+  const IntegratorKind kind = step_kind(h, path);
+  if (kind == IntegratorKind::ImplicitEuler) {
     step.q_pred = s.q + h * s.v;
     step.v_pred = s.v;
     step.w = VectorXd::Zero(nm);
@@ -158,7 +159,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     step.bv = h;
     step.c = 1.0;
   } else {
-    const AlphaParameters p = integrator == IntegratorKind::Newmark
+    const AlphaParameters p = kind == IntegratorKind::Newmark
                                   ? AlphaParameters::newmark()
                                   : AlphaParameters::generalized(rho_inf);
     step.c = (1 - p.af) / (1 - p.am);
@@ -261,7 +262,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
         return false;
       }
       stopped_early_ = close_enough && !(err <= 1.0);
-      last_local_error = local_error_estimate(s.acc, acc, h);
+      last_local_error = local_error_estimate(s.acc, acc, h, kind);
       state_.q = q1;
       state_.v = v1;
       state_.aux = step.c * acc + step.w;
@@ -296,6 +297,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       return false;
     }
     acc += delta.head(nm);
+    if (!contacts_.empty()) limit_contact_corrections(acc_prev, step.bq, v1, step.v_pred, step.bv, acc);
     lam += delta.tail(nc);
     correction_err = correction_error(delta, acc_tol, round_off);
     if (tolerance > 0)
@@ -386,6 +388,20 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
 }
 
 template <int D>
+IntegratorKind System<D>::step_kind(double h, const FixPath<D>& path) const {
+  if constexpr (D == 3) {
+    if (colliders_.empty() || integrator == IntegratorKind::ImplicitEuler) return integrator;
+    const double t1 = state_.time + h;
+    for (int i = 0; i < num_masses(); ++i) {
+      const Vec3 p = state_.q.template segment<3>(3 * i), v = state_.v.template segment<3>(3 * i);
+      if (colliders_.nearest(p, state_.time).touching || colliders_.nearest(p + h * v, t1).touching)
+        return IntegratorKind::ImplicitEuler;
+    }
+  }
+  return integrator;
+}
+
+template <int D>
 bool System<D>::passes_through_collider(const VectorXd& q0, const VectorXd& q1, double t) const {
   if constexpr (D != 3) {
     return false;
@@ -436,10 +452,10 @@ double System<D>::newton_tolerance() const {
 
 template <int D>
 double System<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc1,
-                                       double h) const {
+                                       double h, IntegratorKind kind) const {
   double coefficient = 0.5;  // implicit Euler: against the trapezoidal rule
-  if (integrator == IntegratorKind::Newmark) coefficient = 0.25 - 1.0 / 6.0;
-  if (integrator == IntegratorKind::GeneralizedAlpha)
+  if (kind == IntegratorKind::Newmark) coefficient = 0.25 - 1.0 / 6.0;
+  if (kind == IntegratorKind::GeneralizedAlpha)
     coefficient = AlphaParameters::generalized(rho_inf).beta - 1.0 / 6.0;
   const Eigen::Index n = acc1.size();
   if (n == 0) return 0.0;
@@ -623,7 +639,8 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   template void System<D>::advance(double, const FixPath<D>&, int);                    \
   template void System<D>::simulate(double, int, std::function<bool()>);               \
   template double System<D>::rms_acceleration(const VectorXd&) const;                   \
-  template bool System<D>::passes_through_collider(const VectorXd&, const VectorXd&, double) const;
+  template bool System<D>::passes_through_collider(const VectorXd&, const VectorXd&, double) const; \
+  template IntegratorKind System<D>::step_kind(double, const FixPath<D>&) const;
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)
 #undef MS_INSTANTIATE

@@ -314,7 +314,8 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
 }
 
 template <int D>
-ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite) const {
+ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite,
+                                ContactState* state) const {
   if constexpr (D != 3) {
     return {};
   } else {
@@ -325,6 +326,9 @@ ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite) con
     // it leaves out that of compressed springs: it keeps the matrix definite.
     if (definite) c.curvature.setZero();
     if (!c.touching) return {};
+    if (state)
+      *state = {i, c.normal, c.surface_velocity, c.thickness - c.distance,
+                contact_ramp(c.thickness), c.friction > 0};
     const double g_ref = contact_gravity();
     if (spring_stiffness_stale_) {
       spring_stiffness_at_.assign(num_masses(), 0.0);
@@ -335,6 +339,27 @@ ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite) con
     }
     const double k = contact_stiffness(mass_[i], g_ref, c.thickness, spring_stiffness_at_[i]);
     return contact_force(c, mass_[i], k, v, g_ref);
+  }
+}
+
+template <int D>
+void System<D>::limit_contact_corrections(const VectorXd& acc_before, double bq,
+                                          const VectorXd& v_before, const VectorXd& v_pred,
+                                          double bv, VectorXd& acc) const {
+  if constexpr (D == 3) {
+    const double eps = friction_speed(contact_gravity());
+    for (const ContactState& c : contacts_) {
+      auto a = acc.template segment<3>(3 * c.mass);
+      // Out of a deep contact: to the middle of the smooth band instead.
+      const double rise = bq * c.normal.dot(a - acc_before.template segment<3>(3 * c.mass));
+      if (c.penetration > c.ramp && c.penetration - rise < 0)
+        a -= c.normal * ((rise - (c.penetration - 0.5 * c.ramp)) / bq);
+      if (!c.friction) continue;
+      const Mat3 P = Mat3::Identity() - c.normal * c.normal.transpose();
+      const Vec3 before = P * (v_before.template segment<3>(3 * c.mass) - c.surface_velocity);
+      const Vec3 after = P * (v_pred.template segment<3>(3 * c.mass) + bv * a - c.surface_velocity);
+      if (before.norm() > eps && before.dot(after) < 0) a -= after / bv;
+    }
   }
 }
 

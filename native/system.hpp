@@ -248,7 +248,16 @@ class System {
   // Local position error of a step of size h from acceleration acc0 to acc1: the
   // Zienkiewicz-Xie estimate |beta - 1/6| h^2 (acc1 - acc0) as an RMS over the masses'
   // coordinates (tests/test_core_error_control.py checks its order against the true error).
-  double local_error_estimate(const VectorXd& acc0, const VectorXd& acc1, double h) const;
+  double local_error_estimate(const VectorXd& acc0, const VectorXd& acc1, double h,
+                              IntegratorKind kind) const;
+  // The integrator of a step of size h from the current state: implicit Euler where a mass
+  // touches a collider at its start or would at its end (moving on), else `integrator`.
+  // The Newmark family applies the end-of-step acceleration again in the next step, so
+  // that a stiff contact force that has just stopped a mass pushes it once more as it
+  // leaves, and sheets on a floor bounce and gain energy (test_sheet_settles_on_a_plane);
+  // implicit Euler does not, and restarting generalized-alpha after it is seamless (its
+  // auxiliary acceleration equals the acceleration there).
+  IntegratorKind step_kind(double h, const FixPath<D>& path) const;
   // RMS over the masses of |v_i| / m_i for a vector of forces v (per-mass acceleration).
   double rms_acceleration(const VectorXd& forces) const;
   // Whether the step just taken from `before` kept the energy from growing by more than
@@ -279,7 +288,20 @@ class System {
   mutable std::vector<double> spring_stiffness_at_;
   mutable bool spring_stiffness_stale_ = true;
   // Contact of mass i at this instant (none in 2-D or without colliders).
-  ContactForce contact(const Kinematics& kin, int i, bool definite) const;
+  // `state`, if given, receives where it touches (mass -1: nowhere).
+  ContactForce contact(const Kinematics& kin, int i, bool definite,
+                       ContactState* state = nullptr) const;
+  // The masses touching a collider at the last assembly (for limit_contact_corrections).
+  mutable std::vector<ContactState> contacts_;
+  // Newton corrections that jump across a contact's kinks are cut short. A mass deep in a
+  // collider that a correction would take out of it stops inside the smooth band at the
+  // surface: the linearization in the stiff penalty sends it out, where the penalty is
+  // zero, and Newton cycles between inside and outside (a sheet landing on a plane). A
+  // sliding mass whose velocity along the surface a correction would reverse stops there:
+  // the friction force saturates with speed, so its linearization overshoots through zero
+  // speed. From there Newton converges (tests/test_core_contact.py).
+  void limit_contact_corrections(const VectorXd& acc_before, double bq, const VectorXd& v_before,
+                                 const VectorXd& v_pred, double bv, VectorXd& acc) const;
   State<D> state_;
   bool has_stepped_ = false;  // a step was taken since building or set_state
 

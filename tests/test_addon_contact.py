@@ -118,10 +118,8 @@ def test_animated_collider_pushes_a_pinned_pendulum(scene, bake):
     for frame in range(1, 25):
         scene.frame_set(frame)
         box_x.append(box.matrix_world.translation.x)
-    face = np.array(box_x) + half  # the box's leading face
-    bob_x = world[:, 1, 0]
-    shell = 0.98 * f32(0.02)
-    inside = (bob_x > face - 2 * half - shell) & (bob_x < face + shell)
-    assert not inside.any()
-    assert bob_x[-1] > 0.05  # pushed aside
+    # Never within the box grown by its thickness (it may slide over the top as it swings up).
+    offset = np.abs(world[:, 1] - np.column_stack([box_x, np.zeros((24, 2))]))
+    assert (offset.max(axis=1) >= half + 0.98 * f32(0.02)).all()
+    assert world[-1, 1, 0] > 0.05  # pushed aside
     assert np.abs(np.linalg.norm(world[:, 1] - world[:, 0], axis=1) - 1).max() < 1e-5
