@@ -32,7 +32,7 @@ import _common  # noqa: E402  (after the path set-up)
 pytestmark = [pytest.mark.blender, pytest.mark.usefixtures("scene")]
 
 ALL_EXAMPLES = ("hanging_chain", "bridge", "rigid_pendulum", "double_pendulum", "spinning_top",
-                "crane", "integrators")
+                "crane", "integrators", "contact")
 
 
 def example(name: str):
@@ -293,6 +293,27 @@ def test_integrators_side_by_side_gain_keep_lose():
     assert growth > 1.15
     for name in ("NEWMARK", "GENERALIZED_ALPHA"):
         assert abs(baked[name][peak]) / amplitude == pytest.approx(1.0, abs=2e-3)
+
+
+# ----------------------------------------------------------------------------- contact
+
+def test_contact_chain_comes_to_rest_on_the_floor_and_cloth_stays_outside_the_ball():
+    """The chain dropped 1 m never sinks below the floor's thickness (1 % slack) and comes
+    to rest (kinetic energy below 1e-3 of its peak after 3 s); no vertex of the cloth gets
+    inside the ball grown by its thickness (1 % slack). From the baked shape keys."""
+    contact = example("contact")
+    scene, objects, chain = bake("contact", 72)
+    cloth = _common.baked_positions(scene, objects[1])
+    thickness = float(np.float32(contact.THICKNESS))
+    assert chain[:, :, 2].min() >= 0.99 * thickness
+    masses = _common.vertex_masses(objects[0])
+    speed = _common.velocities(chain, 1 / 24)
+    kinetic = 0.5 * (masses[None, :] * (speed ** 2).sum(axis=2)).sum(axis=1)
+    assert kinetic.max() > 1.0  # it fell
+    assert kinetic[-1] < 1e-3 * kinetic.max()
+    center = np.array(contact.BALL["center"])
+    closest = np.linalg.norm(cloth - center, axis=2).min()
+    assert closest >= 0.99 * (contact.BALL["radius"] + thickness)
 
 
 # ----------------------------------------------------------------------------- the scripts
