@@ -24,8 +24,10 @@ from __future__ import annotations
 import math
 
 import addon_loader
+import bmesh
 import bpy
 import mass_spring
+import numpy as np
 from mass_spring import presets
 
 PIN_GROUP = "pin"
@@ -155,6 +157,57 @@ def cloth(name="Cloth", *, columns=12, rows=8, width=2.2, stiffness=300.0, mass=
     structure.positions[:, 2] -= (rows - 1) * spacing  # the object's origin at the top edge
     obj = structure_object(name, structure, location=location, collection=collection)
     return configure(obj, **settings)
+
+
+def collider(obj, *, thickness=0.02, friction=0.3):
+    """Physics ▸ Collision on `obj`: bakes keep `thickness` from its surface and slide on it
+    with Coulomb `friction` (the add-on's obj.mass_spring_collision.friction)."""
+    obj.modifiers.new("Collision", 'COLLISION')
+    obj.collision.thickness_outer = thickness
+    obj.mass_spring_collision.friction = friction
+    return obj
+
+
+def ball(name="Ball", *, radius=0.5, location=(0.0, 0.0, 0.5), collection=None, **contact):
+    """A smooth UV sphere that is a Collision object (`contact`: thickness, friction)."""
+    mesh = bpy.data.meshes.new(name)
+    bm = bmesh.new()
+    bmesh.ops.create_uvsphere(bm, u_segments=64, v_segments=32, radius=radius)
+    bm.to_mesh(mesh)
+    bm.free()
+    mesh.polygons.foreach_set("use_smooth", [True] * len(mesh.polygons))
+    mesh.materials.append(material("MS Ball", (0.75, 0.55, 0.3)))
+    obj = bpy.data.objects.new(name, mesh)
+    obj.location = location
+    (collection or bpy.context.scene.collection).objects.link(obj)
+    return collider(obj, **contact)
+
+
+def free_chain(name="Free Chain", *, links=20, length=1.6, mass=0.5, stiffness=2000.0,
+               damping=0.5, location=(0.0, 0.0, 1.0), collection=None, **settings):
+    """A chain of `links` springs lying along X, nothing pinned: it falls (onto colliders)."""
+    n = links + 1
+    positions = np.zeros((n, 3))
+    positions[:, 0] = np.linspace(-length / 2, length / 2, n)
+    structure = mass_spring.Structure(
+        positions=positions, edges=np.column_stack([np.arange(n - 1), np.arange(1, n)]),
+        total_mass=mass, stiffness=stiffness, damping=damping)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, **settings)
+
+
+def falling_cloth(name="Falling Cloth", *, vertices=17, width=1.6, mass=0.3, stiffness=800.0,
+                  bending_stiffness=2.0, damping=0.05, location=(0.0, 0.0, 1.2), collection=None,
+                  **settings):
+    """A square sheet lying flat (plane XY) with shear and bending springs, nothing pinned:
+    it falls and drapes over colliders."""
+    spacing = width / (vertices - 1)
+    sheet = presets.cloth(vertices, vertices, spacing=spacing, total_mass=mass,
+                          stiffness=stiffness, shear_stiffness=stiffness,
+                          bending_stiffness=bending_stiffness, damping=damping)
+    sheet.positions[:, :2] -= width / 2
+    obj = structure_object(name, sheet, location=location, collection=collection)
+    return configure(obj, bending_stiffness=bending_stiffness, **settings)
 
 
 # The core's integrators (mass_spring.INTEGRATOR_INFO) as the add-on's enum identifiers,
@@ -518,7 +571,8 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
 
     Left to right: a hanging chain, a rigid pendulum and a double pendulum under one beam;
     a bridge lattice between two pillars with a cloth hanging below it; a spinning ring on
-    a hub; a tower crane with a load on a rope: every preset of the Add menu. Returns the scene. The structures are enabled for baking; the tubes and
+    a hub; a tower crane with a load on a rope: every preset of the Add menu; a chain
+    dropped onto the floor and a cloth onto a ball (Collision objects). Returns the scene. The structures are enabled for baking; the tubes and
     balls that make their edges visible are added by `finish_demo_scene` after the bake.
     """
     scene = scene or bpy.context.scene
@@ -571,10 +625,20 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
     add_box("Footing", (cx - 0.45, -0.45, -0.02), (cx + 0.45, 0.45, 0.03))
     label("crane", cx + 1.1)
 
-    add_label("Mass–Spring Baker", (9.2, 0.3, 6.15), size=0.8, align="CENTER")
-    add_label("masses · springs · rigid rods · ropes — generalized-α, baked into shape keys",
-              (9.2, 0.3, 5.5), size=0.3, align="CENTER")
-    add_stage(scene, center=(9.2, 0.0, 2.5), width=24.0, height=8.0,
+    # Contact: a chain dropped onto the floor, a cloth onto a ball (Collision objects).
+    kx = 20.6
+    floor = add_box("Floor", (kx - 0.9, -1.4, -0.1), (kx + 2.0, 0.8, 0.0))
+    floor.hide_render = True  # the stage's floor shows it
+    collider(floor)
+    ball(radius=0.45, location=(kx + 1.1, 0.1, 0.45))
+    falling_cloth(vertices=13, width=1.3, location=(kx + 1.1, 0.1, 1.05), **common)
+    free_chain(links=10, length=1.0, location=(kx - 0.1, 0.6, 0.7), **common)
+    label("contact", kx + 0.5)
+
+    add_label("Mass–Spring Baker", (10.3, 0.3, 6.15), size=0.8, align="CENTER")
+    add_label("masses · springs · rigid rods · ropes · contact — generalized-α, baked into "
+              "shape keys", (10.3, 0.3, 5.5), size=0.3, align="CENTER")
+    add_stage(scene, center=(10.3, 0.0, 2.5), width=26.4, height=8.0,
               resolution=DEMO_RESOLUTION)
     return scene
 
@@ -596,5 +660,6 @@ def finish_demo_scene(scene, forces=False):
     """After the bake: tubes and balls on every structure so the render shows them, with
     `forces` coloured by the force in each edge (add_edge_visuals)."""
     for obj in addon_loader.addon_module("bake").enabled_objects(scene):
-        add_edge_visuals(obj, radius=0.026, forces=forces)
+        radius = 0.012 if obj.name.startswith("Falling Cloth") else 0.026  # a fine mesh
+        add_edge_visuals(obj, radius=radius, forces=forces)
     return scene

@@ -413,7 +413,8 @@ def test_demo_on_a_short_frame_range(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = last_json(proc.stdout)
     assert data["camera"]
-    for name in ("Chain", "Pendulum", "Double Pendulum", "Bridge", "Cloth", "Spinning Ring", "Crane"):
+    for name in ("Chain", "Pendulum", "Double Pendulum", "Bridge", "Cloth", "Spinning Ring", "Crane",
+                 "Free Chain", "Falling Cloth"):
         assert name in data["baked"], data
 
 

@@ -13,14 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
-
 # Blender's --python does not put the script's folder on sys.path; _common adds scripts/.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
-import bpy  # noqa: E402
-import mass_spring  # noqa: E402
-from mass_spring import presets  # noqa: E402
 import scenes  # noqa: E402
 
 NAME = "contact"
@@ -35,45 +30,17 @@ DEFAULTS = dict(links=20, chain_length=1.6, chain_height=1.0, cloth_vertices=17,
                 cloth_width=1.6, cloth_height=1.2, substeps=5)
 
 
-def collider(obj, friction=0.3):
-    obj.modifiers.new("Collision", 'COLLISION')
-    obj.collision.thickness_outer = THICKNESS
-    obj.mass_spring_collision.friction = friction
-    return obj
-
-
 def build(**params):
     p = {**DEFAULTS, **params}
     floor = scenes.add_box("Floor", (-1.4, -1.5, -0.1), (3.0, 1.5, 0.0))
     floor.hide_render = True  # the stage's floor shows it
-    collider(floor)
-    bpy.ops.mesh.primitive_uv_sphere_add(segments=64, ring_count=32, radius=BALL["radius"],
-                                         location=BALL["center"])
-    ball = bpy.context.object
-    ball.name = "Ball"
-    ball.data.materials.append(scenes.material("MS Ball", (0.75, 0.55, 0.3)))
-    bpy.ops.object.shade_smooth()
-    collider(ball)
-
-    n = p["links"] + 1
-    positions = np.zeros((n, 3))
-    positions[:, 0] = np.linspace(-p["chain_length"] / 2, p["chain_length"] / 2, n)
-    positions[:, 1] = 0.3
-    chain_structure = mass_spring.Structure(
-        positions=positions, edges=np.column_stack([np.arange(n - 1), np.arange(1, n)]),
-        total_mass=0.5, stiffness=2000.0, damping=0.5)
-    chain = scenes.structure_object("Chain", chain_structure,
-                                    location=(-0.4, 0.0, p["chain_height"]))
-    scenes.configure(chain, substeps=p["substeps"])
-
-    k = p["cloth_vertices"]
-    spacing = p["cloth_width"] / (k - 1)
-    sheet = presets.cloth(k, k, spacing=spacing, total_mass=0.3, stiffness=800.0,
-                          shear_stiffness=800.0, bending_stiffness=2.0, damping=0.05)
-    sheet.positions[:, :2] -= p["cloth_width"] / 2
-    cloth = scenes.structure_object(
-        "Cloth", sheet, location=(BALL["center"][0], BALL["center"][1], p["cloth_height"]))
-    scenes.configure(cloth, substeps=p["substeps"], bending_stiffness=2.0)
+    scenes.collider(floor, thickness=THICKNESS)
+    scenes.ball(radius=BALL["radius"], location=BALL["center"], thickness=THICKNESS)
+    chain = scenes.free_chain("Chain", links=p["links"], length=p["chain_length"],
+                              location=(-0.4, 0.3, p["chain_height"]), substeps=p["substeps"])
+    cloth = scenes.falling_cloth(
+        "Cloth", vertices=p["cloth_vertices"], width=p["cloth_width"],
+        location=(BALL["center"][0], BALL["center"][1], p["cloth_height"]), substeps=p["substeps"])
     return [chain, cloth]
 
 
