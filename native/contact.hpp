@@ -124,7 +124,7 @@ constexpr double kContactSinkShare = 5e-4;
 constexpr double kContactDampingShare = 0.1;
 // Depth over which the penalty's stiffness grows from 0 to k (contact_force).
 inline double contact_ramp(double thickness) { return kContactSinkShare * thickness; }
-inline double friction_speed(double g_ref) { return 1e-5 * g_ref; }
+inline double friction_speed(double g_ref) { return 3e-5 * g_ref; }
 inline double contact_stiffness(double m, double g_ref, double thickness, double springs) {
   return std::max(m * g_ref / (kContactSinkShare * thickness), springs);
 }
