@@ -18,7 +18,7 @@ ARCHITECTURE_PROPERTIES = {
     "enabled", "total_mass", "mass_group", "pin_group", "stiffness", "damping",
     "stiffness_attribute", "shear_stiffness", "use_gravity", "initial_velocity",
     "initial_angular_velocity", "integrator", "rho_inf", "substeps", "accuracy", "use_scene_frame_range", "bending_stiffness", "frame_start", "frame_end",
-    "output", "pc2_path", "show_forces",
+    "output", "pc2_path", "show_forces", "use_collisions",
 }
 
 
@@ -37,6 +37,14 @@ def test_property_names_match_the_architecture_document(addon):
         if line.startswith("| `"):
             documented |= set(re.findall(r"`(\w+)`", line.split("|")[1]))
     assert documented == ARCHITECTURE_PROPERTIES
+
+
+def test_colliders_carry_a_friction_setting(addon):
+    import bpy
+    rna = bpy.types.Object.bl_rna.properties["mass_spring_collision"].fixed_type
+    friction = rna.properties["friction"]
+    assert friction.default == pytest.approx(0.3) and friction.hard_min == 0.0
+    assert len(friction.description) > 15
 
 
 def test_every_setting_has_a_tooltip(addon):
