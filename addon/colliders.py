@@ -17,8 +17,10 @@ from .simulation import ColliderFrames
 
 
 def is_collider(obj) -> bool:
+    """A mesh with a Collision modifier that is on (in the viewport: bakes read what the
+    viewport evaluates) and Collision's own switch on."""
     return (obj.type == 'MESH' and obj.collision is not None and obj.collision.use
-            and any(m.type == 'COLLISION' for m in obj.modifiers))
+            and any(m.type == 'COLLISION' and m.show_viewport for m in obj.modifiers))
 
 
 def scene_colliders(scene, structure, depsgraph) -> list:
@@ -32,9 +34,10 @@ def scene_colliders(scene, structure, depsgraph) -> list:
 
 def is_static(obj) -> bool:
     """Nothing can move or deform it during the bake: no animation, driver, parent,
-    constraint, shape keys or modifier besides Collision."""
+    constraint, rigid body, shape keys or modifier besides Collision."""
     shape_keys = obj.data.shape_keys
     return (obj.animation_data is None and obj.parent is None and len(obj.constraints) == 0
+            and obj.rigid_body is None
             and (shape_keys is None or shape_keys.animation_data is None)
             and obj.data.animation_data is None
             and all(m.type == 'COLLISION' for m in obj.modifiers))

@@ -151,8 +151,9 @@ class PHYSICS_PT_mass_spring_collisions(MassSpringPanelBase, bpy.types.Panel):
     def draw(self, context):
         layout, settings = self.settings_layout(context)
         layout.active = settings.enabled and settings.use_collisions
-        depsgraph = context.evaluated_depsgraph_get()
-        found = colliders.scene_colliders(context.scene, context.object, depsgraph)
+        # The view layer's depsgraph as it is: drawing must not start an evaluation.
+        found = colliders.scene_colliders(context.scene, context.object,
+                                          context.view_layer.depsgraph)
         if found:
             names = ", ".join(obj.name for obj in found[:4]) + (" …" if len(found) > 4 else "")
             layout.label(text=f"With {len(found)}: {names}", icon='MOD_PHYSICS')

@@ -24,7 +24,8 @@ struct TripletSink {
 //     G^T in the multiplier columns, G in the multiplier rows, 0 on their diagonal.
 template <int D>
 void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
-                         double cV, VectorXd* F, VectorXd* g, ElementMatrix* matrix) const {
+                         double cV, VectorXd* F, VectorXd* g, ElementMatrix* matrix,
+                         std::vector<ContactState>* contacts) const {
   const int nm = num_masses();
   if (F) F->setZero(D * nm);
   if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
@@ -62,13 +63,13 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     ++pair;
   }
 
-  contacts_.clear();
+  if (contacts) contacts->clear();
   if (!colliders_.empty())
     for (int i = 0; i < nm; ++i) {
       ContactState where;
       const ContactForce c = contact(kin, i, definite_newton_, &where);
       if (where.mass < 0) continue;
-      if (matrix) contacts_.push_back(where);
+      if (contacts) contacts->push_back(where);
       if (F) {
         F->template segment<D>(D * i) += c.f.template head<D>();
         element_force_scale_ = std::max(element_force_scale_, c.f.cwiseAbs().maxCoeff());
@@ -101,7 +102,7 @@ void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, do
                                   double cK, double cV, VectorXd& F, VectorXd& g,
                                   NewtonLinearSolver& target) {
   ensure_pattern();
-  assemble(kin, lam, cM, cK, cV, &F, &g, &target.elements);
+  assemble(kin, lam, cM, cK, cV, &F, &g, &target.elements, &contacts_);
   target.matrix_changed();
   target.coordinates = kin.q;
 }
@@ -195,7 +196,8 @@ void System<D>::ensure_pattern() {
 // The members defined in this file; the class is instantiated in system.cpp.
 #define MS_INSTANTIATE(D)                                                                  \
   template void System<D>::assemble(const Kinematics&, const VectorXd&, double, double,    \
-                                    double, VectorXd*, VectorXd*, ElementMatrix*) const;   \
+                                    double, VectorXd*, VectorXd*, ElementMatrix*,          \
+                                    std::vector<ContactState>*) const;                     \
   template void System<D>::forces(const Kinematics&, const VectorXd&, VectorXd&,           \
                                   VectorXd&) const;                                        \
   template void System<D>::forces_and_matrix(const Kinematics&, const VectorXd&, double,   \

@@ -165,9 +165,11 @@ void Colliders::set(const std::vector<Vec3>& vertices,
     kept_thickness.push_back(thickness[t]);
     kept_friction.push_back(friction[t]);
   }
-  // Same triangles: the colliders move there from where they are during the next call.
-  const bool same = kept == triangles_ && vertices.size() == start_.size();
+  // Same triangles: the colliders move there from where they are during the next call
+  // (compared as given: a face that gains or loses its area does not make a jump).
+  const bool same = triangles == given_triangles_ && vertices.size() == start_.size();
   if (!same) start_ = vertices;
+  given_triangles_ = triangles;
   target_ = vertices;
   triangles_ = std::move(kept);
   thickness_ = std::move(kept_thickness);
@@ -194,6 +196,18 @@ Vec3 Colliders::vertex(int k, double t) const {
   return start_[k] + s * (target_[k] - start_[k]);
 }
 
+double Colliders::largest_move() const {
+  double move = 0;
+  if (moving_)
+    for (std::size_t k = 0; k < start_.size(); ++k)
+      move = std::max(move, (target_[k] - start_[k]).norm());
+  return move;
+}
+
+double Colliders::thinnest() const {
+  return thickness_.empty() ? 0.0 : *std::min_element(thickness_.begin(), thickness_.end());
+}
+
 void Colliders::begin_call(double t0, double duration) {
   t0_ = t0;
   duration_ = duration;
@@ -213,26 +227,42 @@ void Colliders::stop_at(double t) {
   moving_ = start_ != target_;
 }
 
-ContactPoint Colliders::nearest(const Vec3& p, double t) const {
+ContactPoint Colliders::nearest(const Vec3& p, double t, const Vec3& velocity) const {
   ContactPoint best;
   double best_gap = 0;  // distance - thickness of the best so far (< 0: touching)
   tree_.near(p, 0.0, [&](int tri) {
     const auto& ix = triangles_[tri];
     const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
     const Vec3 w = closest_weights(p, a, b, c);
-    const Vec3 q = w(0) * a + w(1) * b + w(2) * c;
-    const double d = (p - q).norm();
+    const bool interior = (w.array() != 0.0).all();
+    Vec3 normal;
+    double d;
+    if (interior) {
+      // Over the face: distance and normal from the face's plane, exact even for a mass
+      // lying in it (where p - q is round-off and the normal would point anywhere). A mass
+      // in the plane goes to the face's front, or to its back if it moves that way
+      // (test_mass_in_the_plane_of_a_collider_goes_to_one_side).
+      const Vec3 face = (b - a).cross(c - a).normalized();
+      const double side = face.dot(p - a);
+      d = std::abs(side);
+      normal = side > 0 || (side == 0 && face.dot(velocity) >= 0) ? face : Vec3(-face);
+    } else {
+      const Vec3 q = w(0) * a + w(1) * b + w(2) * c;
+      d = (p - q).norm();
+      if (d == 0) return 0.0;  // on an edge or corner exactly: no direction to push
+      normal = (p - q) / d;
+    }
     const double gap = d - thickness_[tri];
-    if (gap < best_gap && d > 0) {
+    if (gap < best_gap) {
       best_gap = gap;
       best.touching = true;
-      best.distance = d;
-      best.normal = (p - q) / d;
+      best.distance = std::max(d, 1e-12 * thickness_[tri]);
+      best.normal = normal;
       best.thickness = thickness_[tri];
       best.friction = friction_[tri];
       const Mat3 across = Mat3::Identity() - best.normal * best.normal.transpose();
       const int zeros = (w.array() == 0.0).count();
-      if (zeros == 0) {
+      if (interior) {
         best.curvature.setZero();
       } else if (zeros == 2) {
         best.curvature = across;
@@ -260,7 +290,7 @@ bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t) const {
     const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
     const Vec3 n = (b - a).cross(c - a);
     const double s0 = n.dot(p0 - a), s1 = n.dot(p1 - a);
-    if (s0 * s1 >= 0) return;  // on one side (or touching the plane)
+    if (s0 * s1 >= 0) return;  // on one side (or starting or ending in the plane)
     const Vec3 x = p0 + (s0 / (s0 - s1)) * (p1 - p0);
     const double u = n.dot((b - a).cross(x - a)), v = n.dot((c - b).cross(x - b)),
                  w = n.dot((a - c).cross(x - c));
@@ -272,7 +302,7 @@ bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t) const {
 // ---------------------------------------------------------------- the force law
 
 ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
-                           double g_ref) {
+                           double g_ref, bool lagged) {
   ContactForce out;
   if (!c.touching) return out;
   const Vec3& n = c.normal;
@@ -304,7 +334,9 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
   // d vr / d p is 0; d vn / d p = vr^T dn; d vt / d p = -(vn dn + n vr^T dn).
   const Mat3 dvt_dp = -(vn * dn + n * (vr.transpose() * dn));
   out.f -= damp * vn * n;
-  out.A -= ddamp * vn * nn;  // -d/dp(-c vn n) with d c/dp = -ddamp n^T ...
+  // -d/dp(-c vn n) with d c/dp = -ddamp n^T ... (Newton's matrix, `lagged`, leaves it out
+  // where it is negative, a mass leaving the surface: it keeps the matrix definite)
+  if (!lagged || vn < 0) out.A -= ddamp * vn * nn;
   out.A += damp * (n * (vr.transpose() * dn) + vn * dn);  // ... and with n turning
   out.B += damp * nn;
   // Friction: -mu T s(vt), s(vt) = vt / sqrt(|vt|^2 + eps^2).

@@ -76,8 +76,13 @@ class Colliders {
   // exception), where they were at time t, to move on from there in the next call.
   void end_call();
   void stop_at(double t);
-  // Nearest collider point within its thickness of p at time t (inside the current call).
-  ContactPoint nearest(const Vec3& p, double t) const;
+  // Nearest collider point within its thickness of p at time t (inside the current call);
+  // `velocity` of the mass picks the side of a face for a mass lying in its plane.
+  ContactPoint nearest(const Vec3& p, double t, const Vec3& velocity = Vec3::Zero()) const;
+  // The largest distance a collider vertex moves in the next call, and the thinnest
+  // collider (steps are kept short enough that a moving collider cannot pass a mass).
+  double largest_move() const;
+  double thinnest() const;
   // Whether the straight motion from p0 to p1 passes through a collider's surface as it is
   // at time t: a mass may not tunnel through a surface within one step.
   bool crosses(const Vec3& p0, const Vec3& p1, double t) const;
@@ -85,7 +90,7 @@ class Colliders {
  private:
   Vec3 vertex(int k, double t) const;
   std::vector<Vec3> start_, target_;
-  std::vector<std::array<int, 3>> triangles_;
+  std::vector<std::array<int, 3>> triangles_, given_triangles_;
   std::vector<double> thickness_, friction_;
   double t0_ = 0, duration_ = 1;
   bool moving_ = false;   // start_ != target_
@@ -131,7 +136,9 @@ inline double friction_speed(double g_ref) { return 3e-5 * g_ref; }
 inline double contact_stiffness(double m, double g_ref, double thickness, double springs) {
   return std::max(m * g_ref / (kContactSinkShare * thickness), kContactSpringShare * springs);
 }
+// With `lagged` (Newton's matrix), A leaves out the damping's softening of a mass leaving
+// the surface.
 ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
-                           double g_ref);
+                           double g_ref, bool lagged = false);
 
 }  // namespace ms

@@ -297,7 +297,10 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       return false;
     }
     acc += delta.head(nm);
-    if (!contacts_.empty()) limit_contact_corrections(acc_prev, step.bq, v1, step.v_pred, step.bv, acc);
+    if (!contacts_.empty()) {
+      limit_contact_corrections(acc_prev, step.bq, v1, step.v_pred, step.bv, acc);
+      delta.head(nm) = acc - acc_prev;  // the correction taken, for the measures below
+    }
     lam += delta.tail(nc);
     correction_err = correction_error(delta, acc_tol, round_off);
     if (tolerance > 0)
@@ -613,6 +616,12 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   for (int k = 0; k < num_fixes(); ++k) path.moving |= (start[k] != fix_target_[k]);
   if (!is_explicit(integrator) && !state_.consistent) make_consistent(path, tend / steps);
 
+  // A moving collider moves at most half its thickness in a step, so that it cannot pass
+  // a mass within one (test_fast_collider_does_not_pass_a_resting_mass).
+  if (colliders_.moving() && colliders_.thinnest() > 0) {
+    const double needed = std::ceil(colliders_.largest_move() / (0.5 * colliders_.thinnest()));
+    steps = static_cast<int>(std::min(std::max(needed, static_cast<double>(steps)), 1e4));
+  }
   const double h = tend / steps;
   if (tolerance > 0 && !is_explicit(integrator)) {
     advance_controlled(state_.time + tend, h, path);

@@ -58,7 +58,6 @@ System<D>::System() : id_(next_system_id++) {
 template <int D>
 void System<D>::topology_changed() {
   pattern_ready_ = false;
-  spring_stiffness_stale_ = true;
   state_.consistent = false;
   energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
 }
@@ -101,6 +100,7 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
   state_.v.conservativeResize(n);
   state_.acc.conservativeResize(n);
   state_.aux.conservativeResize(n);
+  spring_stiffness_at_.resize(n0 + count, 0.0);
   for (int k = 0; k < count; ++k) {
     mass_.push_back(mass[k]);
     state_.q.template segment<D>(D * (n0 + k)) = pos[k];
@@ -156,6 +156,8 @@ int System<D>::add_spring(const Spring& s) {
   require(!(s.c[0].type == s.c[1].type && s.c[0].nr == s.c[1].nr),
           item + ": both ends are the same connector");
   springs_.push_back(s);
+  for (const Connector& end : s.c)
+    if (end.type == MASS) spring_stiffness_at_[end.nr] += s.stiffness;
   topology_changed();
   return static_cast<int>(springs_.size()) - 1;
 }
@@ -321,24 +323,17 @@ ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite,
   } else {
     if (colliders_.empty()) return {};
     const Vec3 p = kin.q->template segment<3>(3 * i), v = kin.v->template segment<3>(3 * i);
-    ContactPoint c = colliders_.nearest(p, kin.t);
+    ContactPoint c = colliders_.nearest(p, kin.t, v);
     // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
-    // it leaves out that of compressed springs: it keeps the matrix definite.
+    // it leaves out that of compressed springs (and see contact_force).
     if (definite) c.curvature.setZero();
     if (!c.touching) return {};
     if (state)
       *state = {i, c.normal, c.surface_velocity, c.thickness - c.distance,
                 contact_ramp(c.thickness), c.friction > 0};
     const double g_ref = contact_gravity();
-    if (spring_stiffness_stale_) {
-      spring_stiffness_at_.assign(num_masses(), 0.0);
-      for (const Spring& s : springs_)
-        for (const Connector& e : s.c)
-          if (e.type == MASS) spring_stiffness_at_[e.nr] += s.stiffness;
-      spring_stiffness_stale_ = false;
-    }
     const double k = contact_stiffness(mass_[i], g_ref, c.thickness, spring_stiffness_at_[i]);
-    return contact_force(c, mass_[i], k, v, g_ref);
+    return contact_force(c, mass_[i], k, v, g_ref, definite);
   }
 }
 

@@ -202,8 +202,10 @@ class System {
       return c.type == MASS ? VecD(v->template segment<D>(D * c.nr)) : fix_vel[c.nr];
     }
   };
+  // `contacts`, if given, receives where masses touch colliders.
   void assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK, double cV,
-                VectorXd* F, VectorXd* g, ElementMatrix* matrix) const;
+                VectorXd* F, VectorXd* g, ElementMatrix* matrix,
+                std::vector<ContactState>* contacts = nullptr) const;
   // F and g only.
   void forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F, VectorXd& g) const;
   // F, g and the values of the Newton matrix cM M - cK dF/dq - cV dF/dv (with G, G^T)
@@ -283,16 +285,15 @@ class System {
   std::vector<Spring> springs_;
   std::vector<DistanceConstraint> constraints_;
   Colliders colliders_;
-  // Sum of the stiffness of the springs at each mass (contact_stiffness), made when first
-  // needed after a change of topology.
-  mutable std::vector<double> spring_stiffness_at_;
-  mutable bool spring_stiffness_stale_ = true;
+  // Sum of the stiffness of the springs at each mass (contact_stiffness), kept by add_*.
+  std::vector<double> spring_stiffness_at_;
   // Contact of mass i at this instant (none in 2-D or without colliders).
   // `state`, if given, receives where it touches (mass -1: nowhere).
   ContactForce contact(const Kinematics& kin, int i, bool definite,
                        ContactState* state = nullptr) const;
-  // The masses touching a collider at the last assembly (for limit_contact_corrections).
-  mutable std::vector<ContactState> contacts_;
+  // The masses touching a collider at the last assembly of Newton's matrix (for
+  // limit_contact_corrections); written by forces_and_matrix only.
+  std::vector<ContactState> contacts_;
   // Newton corrections that jump across a contact's kinks are cut short. A mass deep in a
   // collider that a correction would take out of it stops inside the smooth band at the
   // surface: the linearization in the stiff penalty sends it out, where the penalty is

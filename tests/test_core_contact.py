@@ -212,6 +212,37 @@ def test_moving_box_pushes_a_pendulum_bob_aside():
     assert mss.max_constraint_violation() < 1e-8
 
 
+@pytest.mark.parametrize("velocity, side", [((0, 0, 0), 1), ((0, 0, -0.1), -1)])
+def test_mass_in_the_plane_of_a_collider_goes_to_one_side(velocity, side):
+    # A sheet modelled in the plane of the floor: exactly there, p - q is round-off and
+    # would push sideways; the face's own normal decides: its front, or its back for a
+    # mass moving that way.
+    mss = one_mass((0.3, 0.2, 0.0), velocity)
+    mss.gravity = (0, 0, 0)
+    mss.set_colliders(PLANE_V, PLANE_T, 0.02, 0.3)
+    force = mss.contact_forces()[0]
+    assert force[:2] == pytest.approx((0, 0), abs=1e-9 * abs(force[2]))
+    assert np.sign(force[2]) == side
+    for _ in range(24):
+        mss.simulate(1 / 24, 5)
+    x, y, z = mss.masses[0].pos
+    assert side * z >= 0.99 * 0.02
+    assert (x, y) == pytest.approx((0.3, 0.2), abs=1e-9)
+
+
+def test_fast_collider_does_not_pass_a_resting_mass():
+    # A plane rising 0.5 m per frame (12 m/s) into a mass at rest: it carries the mass.
+    thickness = 0.02
+    mss = one_mass((0, 0, 0.3))
+    mss.gravity = (0, 0, 0)
+    mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.0)
+    for frame in range(1, 7):
+        plane_z = 0.5 * frame
+        mss.set_colliders(PLANE_V + [0, 0, plane_z], PLANE_T, thickness, 0.0)
+        mss.simulate(1 / 24, 1)
+        assert mss.masses[0].pos[2] >= plane_z + 0.5 * thickness
+
+
 def test_contact_jacobian_matches_finite_differences():
     rng = np.random.default_rng(3)
     mss = ms.MassSpringSystem3d()
