@@ -61,12 +61,15 @@ def world_triangles(obj, depsgraph) -> tuple[np.ndarray, np.ndarray]:
 
 
 class ColliderReader:
-    """Reads the colliders of one bake: the static ones once, the moving ones per frame."""
+    """Reads the colliders of one bake: the static ones once, the moving ones per frame
+    (only their vertices are kept per frame: a big static ground costs its size once)."""
 
     def __init__(self, objects, depsgraph):
-        self.objects = list(objects)
-        self.names = [obj.name for obj in self.objects]
-        self.moving = any(not is_static(obj) for obj in self.objects)
+        static = [obj for obj in objects if is_static(obj)]
+        self.moving_objects = [obj for obj in objects if not is_static(obj)]
+        self.objects = static + self.moving_objects  # the order of the triangles
+        self.names = sorted(obj.name for obj in self.objects)
+        self.moving = bool(self.moving_objects)
         triangles, thickness, friction, offset = [], [], [], 0
         first = [world_triangles(obj, depsgraph) for obj in self.objects]
         for obj, (verts, tris) in zip(self.objects, first):
@@ -74,14 +77,13 @@ class ColliderReader:
             offset += len(verts)
             thickness.append(np.full(len(tris), float(obj.collision.thickness_outer)))
             friction.append(np.full(len(tris), float(obj.mass_spring_collision.friction)))
-        self._counts = [len(verts) for verts, _ in first]
-        self._triangle_counts = [len(tris) for _, tris in first]
-        # Static: these positions serve every frame; moving: sample() adds every frame's.
+        self._counts = [(len(verts), len(tris)) for verts, tris in first[len(static):]]
         self.frames = ColliderFrames(
             triangles=np.concatenate(triangles) if triangles else np.zeros((0, 3), np.int64),
             thickness=np.concatenate(thickness) if thickness else np.zeros(0),
             friction=np.concatenate(friction) if friction else np.zeros(0),
-            vertices=[] if self.moving else [self._stack(first)])
+            static_vertices=self._stack(first[:len(static)]),
+            moving_vertices=[])
 
     @staticmethod
     def _stack(parts) -> np.ndarray:
@@ -91,11 +93,10 @@ class ColliderReader:
         """Moving colliders: read them at the current frame (the scene was set to it)."""
         if not self.moving:
             return
-        parts = [world_triangles(obj, depsgraph) for obj in self.objects]
-        for obj, count, tri_count, (verts, tris) in zip(
-                self.objects, self._counts, self._triangle_counts, parts):
+        parts = [world_triangles(obj, depsgraph) for obj in self.moving_objects]
+        for obj, (count, tri_count), (verts, tris) in zip(self.moving_objects, self._counts, parts):
             if len(verts) != count or len(tris) != tri_count:
                 raise BakeError(
                     f"collider '{obj.name}' changes its number of vertices or faces at frame "
                     f"{frame}: a collider may move and deform, not change its topology")
-        self.frames.vertices.append(self._stack(parts))
+        self.frames.moving_vertices.append(self._stack(parts))

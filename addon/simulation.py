@@ -84,24 +84,31 @@ class SimulationSettings:
 @dataclass
 class ColliderFrames:
     """The colliders of a bake in world space (colliders.py reads them from the scene):
-    their triangles with thickness (m) and friction per triangle, and the vertex positions
-    at every frame of the range, or once for colliders that do not move."""
+    their triangles with thickness (m) and friction per triangle; the vertices of the
+    colliders that do not move once, and those of the moving ones (numbered after them) at
+    every frame of the range."""
 
     triangles: np.ndarray  # (T, 3) int64
     thickness: np.ndarray  # (T,)
     friction: np.ndarray  # (T,)
-    vertices: list  # of (V, 3) float64: one per frame, or one for all frames
+    static_vertices: np.ndarray  # (S, 3) float64
+    moving_vertices: list  # of (M, 3) float64, one per frame; empty: nothing moves
 
     @property
     def moving(self) -> bool:
-        return len(self.vertices) > 1
+        return len(self.moving_vertices) > 0
+
+    def vertices(self, k: int) -> np.ndarray:
+        """All collider vertices at frame k of the range."""
+        if not self.moving:
+            return self.static_vertices
+        return np.concatenate([self.static_vertices, self.moving_vertices[k]])
 
     def apply(self, mss, k: int) -> None:
         """Put the colliders where they are at frame k of the range (the core moves them
         there linearly during the next simulate() call)."""
         if len(self.triangles):
-            mss.set_colliders(self.vertices[k if self.moving else 0], self.triangles,
-                              self.thickness, self.friction)
+            mss.set_colliders(self.vertices(k), self.triangles, self.thickness, self.friction)
 
 
 def transform_points(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:

@@ -112,7 +112,12 @@ def test_animated_collider_pushes_a_pinned_pendulum(scene, bake):
     pin(pendulum, [0])
     rigid = pendulum.data.attributes.new("ms_rigid", 'BOOLEAN', 'EDGE')
     rigid.data[0].value = True
+    make_collider("Floor", [(x, y, -3) for x, y, _ in PLANE], [(0, 1, 2, 3)])  # static
     result = bake.bake_object(scene, pendulum)
+    colliders = result.simulation_inputs[4]  # the static floor kept once, the box per frame
+    assert len(colliders.static_vertices) == 4 and len(colliders.moving_vertices) == 24
+    assert all(len(v) == 8 for v in colliders.moving_vertices)
+    assert list(submodule("writers").bake_record(pendulum)["colliders"]) == ["Box", "Floor"]
     world = result.world_positions()
     box_x = []
     for frame in range(1, 25):
