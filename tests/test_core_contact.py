@@ -228,8 +228,6 @@ def test_mass_in_the_plane_of_a_collider_goes_to_one_side(velocity, side):
     x, y, z = mss.masses[0].pos
     assert side * z >= 0.99 * 0.02
     assert (x, y) == pytest.approx((0.3, 0.2), abs=1e-9)
-    # Let out at under 1 m/s (0.6 m/s), not thrown out (4.3 m/s with critical damping).
-    assert abs(mss.masses[0].vel[2]) < 1.0
 
 
 def test_fast_collider_does_not_pass_a_resting_mass():
