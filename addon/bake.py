@@ -251,11 +251,12 @@ class BakeJob:
         self.settings = simulation_settings(scene, obj, overrides)
         start, end = frame_range(scene, obj, overrides)
         self.frames = np.arange(start, end + 1)
-        self.output = BakeSettings(obj, overrides).output
+        stored = BakeSettings(obj, overrides)
+        self.output = stored.output
         self._frame_before = (scene.frame_current, scene.frame_subframe)
         self._matrices = []
         self.colliders = None  # colliders.ColliderReader, if the structure collides
-        if BakeSettings(obj, overrides).use_collisions:
+        if stored.use_collisions:
             depsgraph = bpy.context.evaluated_depsgraph_get()
             found = colliders.scene_colliders(scene, obj, depsgraph)
             if found:

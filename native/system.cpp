@@ -310,7 +310,7 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
                               const std::vector<double>& friction) {
   require_idle("set colliders");
   require(D == 3 || triangles.empty(),
-          "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3D has them)");
+          "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3d has them)");
   colliders_.set(vertices, triangles, thickness, friction);
   energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();  // the energy at stake changed
 }
