@@ -104,7 +104,6 @@ void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, do
   ensure_pattern();
   assemble(kin, lam, cM, cK, cV, &F, &g, &target.elements, &contacts_);
   target.matrix_changed();
-  target.coordinates = kin.q;
 }
 
 template <int D>

@@ -410,7 +410,6 @@ template <int D>
 VectorXd System<D>::precondition(const VectorXd& b, bool rebuild) {
   require(pattern_ready_ && total_steps > 0, "precondition needs the Newton matrix of a step: "
           "simulate at least one step first");
-  lin_.coordinates = &state_.q;  // the positions of the last assembly: the accepted iterate
   VectorXd x = lin_.precondition(b, rebuild);
   require(x.size() == b.size(), "the preconditioner could not be built");
   return x;

@@ -2,119 +2,136 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 namespace ms {
 
-using Eigen::MatrixXd;
 using Eigen::VectorXd;
 
 namespace {
 
-constexpr int kMaxBlock = 8;           // unknowns per node: D <= 3, coarse <= 6 modes
 constexpr int kCoarsestUnknowns = 500;  // solved directly
 constexpr int kMaxLevels = 12;
 constexpr double kStrength = 0.08;      // a neighbour is strong above this relative coupling
 constexpr int kPowerIterations = 12;    // spectral radius estimate for the smoothing weight
-// A multiply-add of a sparse matrix product (index lookups, accumulation, sorting) costs
-// about 4 of a V-cycle's streamed ones: with this weight the setup's flop count matches
-// its time. The solver weighs a setup against the Krylov iterations it would save, so an
-// undercounted setup would be rebuilt too often.
-constexpr double kProductFlopCost = 4.0;
+// A block multiply-add of the setup's sparse products (index lookups, accumulation) costs
+// about this many of a V-cycle's streamed ones: with this weight the setup's flop count
+// matches its time. The solver weighs a setup against the Krylov iterations it would
+// save, so an undercounted setup would be rebuilt too often.
+constexpr double kProductFlopCost = 2.0;
 
-// Rigid-body modes of the nodes: D translations and D(D-1)/2 rotations about the
-// centroid, scaled to the structure's size so that all columns have similar norms.
-MatrixXd rigid_body_modes(const VectorXd& coords, int dim) {
-  const int n = static_cast<int>(coords.size()) / dim;
-  const int m = dim == 2 ? 3 : 6;
-  MatrixXd B = MatrixXd::Zero(coords.size(), m);
-  if (n == 0) return B;
-  VectorXd c = VectorXd::Zero(dim);
-  for (int i = 0; i < n; ++i) c += coords.segment(dim * i, dim);
-  c /= n;
-  double r2 = 0;
-  for (int i = 0; i < n; ++i) r2 += (coords.segment(dim * i, dim) - c).squaredNorm();
-  const double scale = r2 > 0 ? std::sqrt(n / r2) : 1.0;
-  for (int i = 0; i < n; ++i) {
-    const VectorXd p = (coords.segment(dim * i, dim) - c) * scale;
-    const int r = dim * i;
-    for (int k = 0; k < dim; ++k) B(r + k, k) = 1.0;
-    if (dim == 2) {
-      B(r, 2) = -p(1);
-      B(r + 1, 2) = p(0);
-    } else {  // e_k x p for k = x, y, z
-      B(r + 1, 3) = -p(2), B(r + 2, 3) = p(1);
-      B(r, 4) = p(2), B(r + 2, 4) = -p(0);
-      B(r, 5) = -p(1), B(r + 1, 5) = p(0);
+template <int D>
+using Block = Eigen::Matrix<double, D, D, Eigen::RowMajor>;
+template <int D>
+using BlockMap = Eigen::Map<Block<D>>;
+template <int D>
+using ConstBlockMap = Eigen::Map<const Block<D>>;
+using DoubleBlocks = SmoothedAggregation::Blocks<double>;
+using FloatBlocks = SmoothedAggregation::Blocks<float>;
+
+// Gustavson's row-by-row sparse accumulator: the blocks added to one column of the
+// current output row land in one block.
+template <int D>
+class RowAccumulator {
+ public:
+  explicit RowAccumulator(int cols) : slot_(cols, -1) {}
+  BlockMap<D> at(DoubleBlocks& out, int col) {
+    if (slot_[col] < 0) {
+      slot_[col] = out.num_blocks();
+      out.col.push_back(col);
+      out.values.resize(out.values.size() + D * D, 0.0);
+      touched_.push_back(col);
     }
+    return BlockMap<D>(&out.values[static_cast<std::size_t>(slot_[col]) * D * D]);
   }
-  return B;
+  void end_row(DoubleBlocks& out) {
+    for (int c : touched_) slot_[c] = -1;
+    touched_.clear();
+    out.row_start.push_back(out.num_blocks());
+  }
+
+ private:
+  std::vector<int> slot_, touched_;
+};
+
+// X Y, with Y's columns numbered below `cols`; adds the block products to `products`.
+template <int D>
+DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, double& products) {
+  DoubleBlocks out;
+  RowAccumulator<D> acc(cols);
+  for (int k = 0; k < X.rows(); ++k) {
+    for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
+      const int j = X.col[p];
+      const ConstBlockMap<D> x(&X.values[static_cast<std::size_t>(p) * D * D]);
+      for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q)
+        acc.at(out, Y.col[q]).noalias() += x * ConstBlockMap<D>(&Y.values[static_cast<std::size_t>(q) * D * D]);
+      products += Y.row_start[j + 1] - Y.row_start[j];
+    }
+    acc.end_row(out);
+  }
+  return out;
 }
 
-// Multiply-adds of the sparse product X * Y.
-double product_flops(const SmoothedAggregation::RowMat& X, const SmoothedAggregation::RowMat& Y) {
-  double f = 0;
-  const int* outer = Y.outerIndexPtr();
-  for (int k = 0; k < X.nonZeros(); ++k) {
-    const int j = X.innerIndexPtr()[k];
-    f += outer[j + 1] - outer[j];
-  }
-  return f;
+template <int D>
+DoubleBlocks transpose(const DoubleBlocks& X, int cols) {
+  DoubleBlocks out;
+  out.row_start.assign(cols + 1, 0);
+  for (int c : X.col) ++out.row_start[c + 1];
+  for (int c = 0; c < cols; ++c) out.row_start[c + 1] += out.row_start[c];
+  std::vector<int> next(out.row_start.begin(), out.row_start.end() - 1);
+  out.col.resize(X.col.size());
+  out.values.resize(X.values.size());
+  for (int k = 0; k < X.rows(); ++k)
+    for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
+      const int q = next[X.col[p]]++;
+      out.col[q] = k;
+      BlockMap<D> target(out.values.data() + static_cast<std::size_t>(q) * D * D);
+      target = ConstBlockMap<D>(&X.values[static_cast<std::size_t>(p) * D * D]).transpose();
+    }
+  return out;
 }
 
-}  // namespace
-
-bool SmoothedAggregation::invert_diagonal_blocks(Level& level) const {
-  const RowMat& A = level.A;
-  const int nn = level.num_nodes();
-  level.block_inv.clear();
-  level.block_inv_start.assign(nn + 1, 0);
-  for (int k = 0; k < nn; ++k) {
-    const int s = level.block_start[k], bs = level.block_start[k + 1] - s;
-    MatrixXd block = MatrixXd::Zero(bs, bs);
-    for (int i = 0; i < bs; ++i)
-      for (RowMat::InnerIterator it(A, s + i); it; ++it)
-        if (it.col() >= s && it.col() < s + bs) block(i, it.col() - s) = it.value();
-    const MatrixXd inv = block.inverse();
-    if (!inv.allFinite()) return false;
-    level.block_inv_start[k + 1] = level.block_inv_start[k] + bs * bs;
-    for (int i = 0; i < bs; ++i)
-      for (int j = 0; j < bs; ++j) level.block_inv.push_back(inv(i, j));
+// The blocks of X in float; with strictly_lower only those with column < row.
+FloatBlocks to_float(const DoubleBlocks& X, int DD, bool strictly_lower) {
+  FloatBlocks out;
+  for (int k = 0; k < X.rows(); ++k) {
+    for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
+      if (strictly_lower && X.col[p] >= k) continue;
+      out.col.push_back(X.col[p]);
+      for (int e = 0; e < DD; ++e) out.values.push_back(static_cast<float>(X.values[static_cast<std::size_t>(p) * DD + e]));
+    }
+    out.row_start.push_back(out.num_blocks());
   }
-  return true;
+  return out;
+}
+
+int find_block(const DoubleBlocks& X, int row, int col) {
+  for (int p = X.row_start[row]; p < X.row_start[row + 1]; ++p)
+    if (X.col[p] == col) return p;
+  return -1;
 }
 
 // Standard aggregation on the graph of strong couplings: (1) every node whose strong
 // neighbours are all free roots an aggregate of itself and them; (2) the remaining nodes
 // join a neighbouring aggregate of step 1; (3) what is left forms aggregates with its free
 // neighbours. Nodes without strong neighbours stay out: the smoother solves them exactly.
-std::vector<int> SmoothedAggregation::aggregate(const Level& level, int& num_aggregates) const {
-  const RowMat& A = level.A;
-  const int nn = level.num_nodes();
-  std::vector<int> node_of(A.rows());
+std::vector<int> aggregate(const DoubleBlocks& A, int DD, int& num_aggregates) {
+  const int nn = A.rows();
+  auto norm2 = [&](int p) {
+    double s = 0;
+    for (int e = 0; e < DD; ++e) s += A.values[static_cast<std::size_t>(p) * DD + e] * A.values[static_cast<std::size_t>(p) * DD + e];
+    return s;
+  };
+  std::vector<double> diag(nn, 0.0);
   for (int k = 0; k < nn; ++k)
-    for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i) node_of[i] = k;
-  // Squared Frobenius norms of the blocks of each block row.
-  std::vector<double> diag(nn, 0.0), row(nn, 0.0);
-  for (int k = 0; k < nn; ++k)
-    for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i)
-      for (RowMat::InnerIterator it(A, i); it; ++it)
-        if (node_of[it.col()] == k) diag[k] += it.value() * it.value();
-  std::vector<int> start(1, 0), neighbours, touched, seen_by(nn, -1);
+    if (const int p = find_block(A, k, k); p >= 0) diag[k] = norm2(p);
+  std::vector<int> start(1, 0), neighbours;
   for (int k = 0; k < nn; ++k) {
-    for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i)
-      for (RowMat::InnerIterator it(A, i); it; ++it) {
-        const int j = node_of[it.col()];
-        if (j == k) continue;
-        if (seen_by[j] != k) seen_by[j] = k, touched.push_back(j);
-        row[j] += it.value() * it.value();
-      }
-    std::sort(touched.begin(), touched.end());
-    for (int j : touched) {
-      if (row[j] > kStrength * kStrength * std::sqrt(diag[k] * diag[j])) neighbours.push_back(j);
-      row[j] = 0.0;
+    const std::size_t first = neighbours.size();
+    for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p) {
+      const int j = A.col[p];
+      if (j != k && norm2(p) > kStrength * kStrength * std::sqrt(diag[k] * diag[j])) neighbours.push_back(j);
     }
-    touched.clear();
+    std::sort(neighbours.begin() + first, neighbours.end());
     start.push_back(static_cast<int>(neighbours.size()));
   }
 
@@ -152,105 +169,278 @@ std::vector<int> SmoothedAggregation::aggregate(const Level& level, int& num_agg
   return agg;
 }
 
-bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int dim) {
-  levels_.clear();
-  pair_block_offset_.clear();
-  dim_ = dim;
-  cycle_flops_ = setup_flops_ = 0;
-  levels_.emplace_back();
-  levels_[0].A = A;
-  for (int i = 0; i <= A.rows() / dim; ++i) levels_[0].block_start.push_back(dim * i);
-  MatrixXd B = rigid_body_modes(coords, dim);
+// y = Dinv A x by blocks.
+template <int D>
+void jacobi_product(const DoubleBlocks& A, const std::vector<double>& block_inv, const VectorXd& x, VectorXd& y) {
+  using Vec = Eigen::Matrix<double, D, 1>;
+  y.resize(x.size());
+  for (int k = 0; k < A.rows(); ++k) {
+    Vec s = Vec::Zero();
+    for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p)
+      s.noalias() += ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * D * D]) * x.template segment<D>(D * A.col[p]);
+    y.template segment<D>(D * k).noalias() = ConstBlockMap<D>(&block_inv[static_cast<std::size_t>(k) * D * D]) * s;
+  }
+}
 
-  while (static_cast<int>(levels_.size()) < kMaxLevels) {
-    Level& level = levels_.back();
-    const RowMat& Al = level.A;
-    if (Al.rows() <= kCoarsestUnknowns) break;
-    int num_agg = 0;
-    const std::vector<int> agg = aggregate(level, num_agg);
-    if (num_agg == 0) break;
-    // Tentative prolongator: Gram-Schmidt of the modes on each aggregate (B_a = Q R); the
-    // coarse near-null space is R. Modes dependent on the ones before them are dropped
-    // (a rotation about the axis of a two-node aggregate).
-    std::vector<std::vector<int>> members(num_agg);
-    for (int k = 0; k < level.num_nodes(); ++k)
-      if (agg[k] >= 0) members[agg[k]].push_back(k);
-    const int m = static_cast<int>(B.cols());
-    std::vector<Eigen::Triplet<double>> t;
-    std::vector<int> coarse_start(1, 0);
-    MatrixXd Bc(num_agg * m, m);
-    for (int a = 0; a < num_agg; ++a) {
-      std::vector<int> rows;
-      for (int k : members[a])
-        for (int i = level.block_start[k]; i < level.block_start[k + 1]; ++i) rows.push_back(i);
-      MatrixXd Ba(rows.size(), m);
-      for (std::size_t i = 0; i < rows.size(); ++i) Ba.row(i) = B.row(rows[i]);
-      MatrixXd Q(rows.size(), m), R = MatrixXd::Zero(m, m);
-      int r = 0;
-      for (int j = 0; j < m; ++j) {
-        VectorXd v = Ba.col(j);
-        const double norm0 = v.norm();
-        for (int pass = 0; pass < 2; ++pass)
-          for (int k = 0; k < r; ++k) {
-            const double c = Q.col(k).dot(v);
-            R(k, j) += c;
-            v -= c * Q.col(k);
-          }
-        const double norm = v.norm();
-        if (norm > 1e-6 * norm0 && norm > 0) {
-          Q.col(r) = v / norm;
-          R(r, j) = norm;
-          ++r;
+// Block Gauss-Seidel on the strictly lower blocks L of a symmetric matrix
+// A = L + diag + L^T. Row k of a sweep gathers A_kj x_j over its lower blocks and scatters
+// A_kj^T x_k (= A_jk x_k) into `pending` for the rows j < k, so each block is read once per
+// sweep (half of A).
+//
+// Forward from x = 0: x_k = D_k^-1 (b_k - sum_{j<k} A_kj x_j), and since the upper part
+// met zeros, the residual b - A x is exactly -sum_{j>k} A_kj x_j: what was scattered.
+// Backward: row k's upper part acts on the rows j > k already updated (scattered into
+// `pending`), its lower part on the x_j not yet updated (gathered).
+template <int D>
+void lower_block_sweep(const FloatBlocks& lower, const std::vector<double>& block_inv, const VectorXd& b,
+                       VectorXd& x, VectorXd& pending, bool forward) {
+  const int nn = lower.rows();
+  const int* col = lower.col.data();
+  for (int step = 0; step < nn; ++step) {
+    const int k = forward ? step : nn - 1 - step;
+    const int p0 = lower.row_start[k], p1 = lower.row_start[k + 1];
+    const float* row = &lower.values[static_cast<std::size_t>(p0) * D * D];
+    double s[D];
+    for (int i = 0; i < D; ++i) s[i] = b[D * k + i] - (forward ? 0.0 : pending[D * k + i]);
+    const float* B = row;
+    for (int p = p0; p < p1; ++p, B += D * D) {
+      const double* xj = x.data() + D * col[p];
+      for (int i = 0; i < D; ++i) {
+        double t = 0;  // one subtraction per block row keeps the dependency chains short
+        for (int c = 0; c < D; ++c) t += B[D * i + c] * xj[c];
+        s[i] -= t;
+      }
+    }
+    const double* Ik = &block_inv[static_cast<std::size_t>(k) * D * D];
+    double* xk = x.data() + D * k;
+    for (int i = 0; i < D; ++i) {
+      double acc = 0;
+      for (int c = 0; c < D; ++c) acc += Ik[D * i + c] * s[c];
+      xk[i] = acc;
+    }
+    const double sign = forward ? -1.0 : 1.0;  // forward: residual; backward: A_jk x_k
+    B = row;
+    for (int p = p0; p < p1; ++p, B += D * D) {
+      double* pj = pending.data() + D * col[p];
+      for (int c = 0; c < D; ++c) {
+        double t = 0;
+        for (int i = 0; i < D; ++i) t += B[D * i + c] * xk[i];
+        pj[c] += sign * t;
+      }
+    }
+  }
+}
+
+// fine += P coarse (transpose = false) or coarse += P^T fine (transpose = true).
+template <int D, bool transpose>
+void prolongation_product(const FloatBlocks& P, const double* in, double* out) {
+  for (int k = 0; k < P.rows(); ++k) {
+    double s[D] = {};  // the fine row: its sum (P x) or its values (P^T r)
+    if (transpose)
+      for (int i = 0; i < D; ++i) s[i] = in[D * k + i];
+    const float* B = &P.values[static_cast<std::size_t>(P.row_start[k]) * D * D];
+    for (int p = P.row_start[k]; p < P.row_start[k + 1]; ++p, B += D * D) {
+      const int j = P.col[p];
+      if (transpose) {
+        double* cj = out + D * j;
+        for (int c = 0; c < D; ++c) {
+          double t = 0;
+          for (int i = 0; i < D; ++i) t += B[D * i + c] * s[i];
+          cj[c] += t;
+        }
+      } else {
+        const double* xj = in + D * j;
+        for (int i = 0; i < D; ++i) {
+          double t = 0;
+          for (int c = 0; c < D; ++c) t += B[D * i + c] * xj[c];
+          s[i] += t;
         }
       }
-      const int c0 = coarse_start.back();
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        for (int k = 0; k < r; ++k) t.emplace_back(rows[i], c0 + k, Q(i, k));
-      Bc.middleRows(c0, r) = R.topRows(r);
-      coarse_start.push_back(c0 + r);
     }
-    const int nc = coarse_start.back();
-    if (nc > 0.8 * Al.rows()) break;  // no longer coarsening
-    if (!invert_diagonal_blocks(level)) return false;
-    level.lower = float_blocks(Al, level.block_start, level.block_start, true);
-    RowMat T(Al.rows(), nc);
-    T.setFromTriplets(t.begin(), t.end());
-    RowMat Dinv(Al.rows(), Al.rows());
-    {
-      std::vector<Eigen::Triplet<double>> d;
-      for (int k = 0; k < level.num_nodes(); ++k) {
-        const int s = level.block_start[k], bs = level.block_start[k + 1] - s;
-        const double* inv = &level.block_inv[level.block_inv_start[k]];
-        for (int i = 0; i < bs; ++i)
-          for (int j = 0; j < bs; ++j) d.emplace_back(s + i, s + j, inv[i * bs + j]);
-      }
-      Dinv.setFromTriplets(d.begin(), d.end());
+    if (!transpose)
+      for (int i = 0; i < D; ++i) out[D * k + i] += s[i];
+  }
+}
+
+template <int D>
+bool invert_blocks(const DoubleBlocks& A, std::vector<double>& inv) {
+  inv.resize(static_cast<std::size_t>(A.rows()) * D * D);
+  for (int k = 0; k < A.rows(); ++k) {
+    const int p = find_block(A, k, k);
+    if (p < 0) return false;
+    const Block<D> out = ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * D * D]).inverse();
+    if (!out.allFinite()) return false;
+    BlockMap<D> target(inv.data() + static_cast<std::size_t>(k) * D * D);
+    target = out;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::pair<long, long>> SmoothedAggregation::level_sizes() const {
+  std::vector<std::pair<long, long>> out;
+  for (const Level& l : levels_)
+    out.emplace_back(static_cast<long>(l.num_nodes()) * dim_, static_cast<long>(l.A.num_blocks()) * dim_ * dim_);
+  return out;
+}
+
+bool SmoothedAggregation::prepare_smoother(Level& level) const {
+  level.lower = to_float(level.A, dim_ * dim_, true);
+  return dim_ == 3 ? invert_blocks<3>(level.A, level.block_inv) : invert_blocks<2>(level.A, level.block_inv);
+}
+
+bool SmoothedAggregation::same_topology(const ElementMatrix& elements) const {
+  const int np = elements.num_pairs();
+  if (levels_.empty() || elements.dim() != dim_ || levels_[0].num_nodes() != elements.num_masses() ||
+      static_cast<int>(pair_nodes_.size()) != np)
+    return false;
+  for (int p = 0; p < np; ++p)
+    if (pair_nodes_[p] != elements.pair_nodes(p)) return false;
+  return true;
+}
+
+void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
+  const int nn = elements.num_masses(), np = elements.num_pairs();
+  levels_.assign(1, Level());
+  std::vector<std::vector<int>> neighbours(nn);
+  for (int k = 0; k < nn; ++k) neighbours[k].push_back(k);
+  for (int p = 0; p < np; ++p)
+    if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b)
+      neighbours[a].push_back(b), neighbours[b].push_back(a);
+  DoubleBlocks& A = levels_[0].A;
+  for (auto& row : neighbours) {
+    std::sort(row.begin(), row.end());
+    row.erase(std::unique(row.begin(), row.end()), row.end());
+    A.col.insert(A.col.end(), row.begin(), row.end());
+    A.row_start.push_back(A.num_blocks());
+  }
+  A.values.assign(static_cast<std::size_t>(A.num_blocks()) * dim_ * dim_, 0.0);
+  diagonal_.resize(nn);
+  for (int k = 0; k < nn; ++k) diagonal_[k] = find_block(A, k, k);
+  pair_blocks_.assign(np, {-1, -1});
+  for (int p = 0; p < np; ++p)
+    if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b)
+      pair_blocks_[p] = {find_block(A, a, b), find_block(A, b, a)};
+  pair_nodes_.resize(np);
+  for (int p = 0; p < np; ++p) pair_nodes_[p] = elements.pair_nodes(p);
+}
+
+// The matrix of level 0 is sym(J): each pair adds sym(W) to its ends' diagonal blocks and
+// -sym(W) to the blocks between them; a pair from a mass to itself adds nothing.
+void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
+  const int D = dim_, DD = D * D;
+  std::vector<double>& values = levels_[0].A.values;
+  std::fill(values.begin(), values.end(), 0.0);
+  auto add = [&](int block, const double* S, double sign) {
+    for (int e = 0; e < DD; ++e) values[static_cast<std::size_t>(block) * DD + e] += sign * S[e];
+  };
+  double S[9];
+  for (int i = 0; i < elements.num_masses(); ++i)
+    for (int r = 0; r < D; ++r) values[static_cast<std::size_t>(diagonal_[i]) * DD + r * D + r] = elements.mass_value(i);
+  for (int i : elements.block_nodes()) {
+    const double* B = elements.node_block(i);
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
+    add(diagonal_[i], S, 1.0);
+  }
+  for (int p = 0; p < elements.num_pairs(); ++p) {
+    const auto [a, b] = elements.pair_nodes(p);
+    if (a == b) continue;
+    const double* W = elements.pair_block(p);
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
+    if (a >= 0) add(diagonal_[a], S, 1.0);
+    if (b >= 0) add(diagonal_[b], S, 1.0);
+    if (pair_blocks_[p][0] >= 0) {
+      add(pair_blocks_[p][0], S, -1.0);
+      add(pair_blocks_[p][1], S, -1.0);
     }
-    // Smoothing weight 4 / (3 rho(D^-1 A)), rho from a deterministic power iteration.
-    VectorXd x = VectorXd::LinSpaced(Al.rows(), 1.0, 2.0), y;
-    double rho = 1.0;
-    for (int it = 0; it < kPowerIterations; ++it) {
-      y = Dinv * (Al * x);
-      rho = y.norm() / x.norm();
-      x = y / y.norm();
+  }
+}
+
+// One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),
+// -1 if a diagonal block is singular.
+template <int D>
+int SmoothedAggregation::coarsen(Level& level, Level& next) {
+  constexpr int DD = D * D;
+  const DoubleBlocks& A = level.A;
+  const int nn = level.num_nodes();
+  int num_agg = 0;
+  const std::vector<int> agg = aggregate(A, DD, num_agg);
+  if (num_agg == 0 || num_agg > 0.8 * nn) return 0;
+  if (!prepare_smoother(level)) return -1;
+  // Tentative prolongator: each aggregate's translations, normalized; the coarse node's
+  // near-null space is the norm it had.
+  std::vector<double> norm(num_agg, 0.0), t(nn, 0.0);
+  for (int k = 0; k < nn; ++k)
+    if (agg[k] >= 0) norm[agg[k]] += level.weight[k] * level.weight[k];
+  for (double& w : norm) w = std::sqrt(w);
+  for (int k = 0; k < nn; ++k)
+    if (agg[k] >= 0) t[k] = level.weight[k] / norm[agg[k]];
+  next.weight = norm;
+  // Smoothing weight 4 / (3 rho(D^-1 A)), rho from a deterministic power iteration.
+  VectorXd x = VectorXd::LinSpaced(static_cast<Eigen::Index>(nn) * D, 1.0, 2.0), y;
+  double rho = 1.0;
+  for (int it = 0; it < kPowerIterations; ++it) {
+    jacobi_product<D>(A, level.block_inv, x, y);
+    rho = y.norm() / x.norm();
+    x = y / y.norm();
+  }
+  const double omega = 4.0 / (3.0 * rho);
+  // P = (I - omega D^-1 A) T, row by row: row k's block for aggregate a is
+  // t_k [agg k = a] I - omega D_k^-1 sum_{j in a} A_kj t_j.
+  DoubleBlocks P;
+  RowAccumulator<D> acc(num_agg);
+  double products = 0;
+  for (int k = 0; k < nn; ++k) {
+    for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p)
+      if (const int a = agg[A.col[p]]; a >= 0)
+        acc.at(P, a) += t[A.col[p]] * ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * DD]);
+    const ConstBlockMap<D> inv{level.block_inv.data() + static_cast<std::size_t>(k) * DD};
+    for (int q = P.row_start[k]; q < P.num_blocks(); ++q) {
+      BlockMap<D> block(&P.values[static_cast<std::size_t>(q) * DD]);
+      block = (-omega * inv * block).eval();
+      if (P.col[q] == agg[k]) block.diagonal().array() += t[k];
     }
-    const RowMat AT = Al * T;
-    const RowMat P = T - (4.0 / (3.0 * rho)) * RowMat(Dinv * AT);
-    const RowMat R = P.transpose();
-    const RowMat AP = Al * P;
-    RowMat Ac = R * AP;
-    level.P = float_blocks(P, level.block_start, coarse_start, false);
-    setup_flops_ += kProductFlopCost * (product_flops(Al, T) + product_flops(Dinv, AT) +
-                                        product_flops(Al, P) + product_flops(R, AP)) +
-                    2.0 * kPowerIterations * Al.nonZeros();
-    cycle_flops_ += 3.0 * Al.nonZeros() + 2.0 * P.nonZeros() + 2.0 * level.block_inv.size();
-    B = Bc.topRows(nc);
+    products += A.row_start[k + 1] - A.row_start[k];
+    acc.end_row(P);
+  }
+  const DoubleBlocks AP = multiply<D>(A, P, num_agg, products);
+  next.A = multiply<D>(transpose<D>(P, num_agg), AP, num_agg, products);
+  level.P = to_float(P, DD, false);
+  setup_flops_ += kProductFlopCost * products * D * DD + 2.0 * kPowerIterations * A.num_blocks() * DD;
+  cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * P.num_blocks() + 2.0 * nn) * DD;
+  return 1;
+}
+
+bool SmoothedAggregation::compute(const ElementMatrix& elements) {
+  if (elements.num_rods() > 0 || (elements.dim() != 2 && elements.dim() != 3)) return false;
+  if (!same_topology(elements)) {
+    dim_ = elements.dim();
+    finest_pattern(elements);
+  }
+  levels_.resize(1);
+  cycle_flops_ = setup_flops_ = 0;
+  fill_finest(elements);
+  levels_[0].weight.assign(levels_[0].num_nodes(), 1.0);
+  while (static_cast<int>(levels_.size()) < kMaxLevels && levels_.back().num_nodes() * dim_ > kCoarsestUnknowns) {
     Level next;
-    next.A = std::move(Ac);
-    next.block_start = coarse_start;
+    const int built = dim_ == 3 ? coarsen<3>(levels_.back(), next) : coarsen<2>(levels_.back(), next);
+    if (built < 0) return false;
+    if (built == 0) break;
     levels_.push_back(std::move(next));
   }
-  const SpMat coarsest = levels_.back().A;
+  const DoubleBlocks& C = levels_.back().A;
+  std::vector<Eigen::Triplet<double>> entries;
+  for (int k = 0; k < C.rows(); ++k)
+    for (int p = C.row_start[k]; p < C.row_start[k + 1]; ++p)
+      for (int r = 0; r < dim_; ++r)
+        for (int c = 0; c < dim_; ++c)
+          entries.emplace_back(dim_ * k + r, dim_ * C.col[p] + c,
+                               C.values[static_cast<std::size_t>(p) * dim_ * dim_ + dim_ * r + c]);
+  SpMat coarsest(C.rows() * dim_, C.rows() * dim_);
+  coarsest.setFromTriplets(entries.begin(), entries.end());
   coarse_.compute(coarsest);
   if (coarse_.info() != Eigen::Success) return false;
   const double lnnz = coarse_.matrixL().nestedExpression().nonZeros();
@@ -259,262 +449,36 @@ bool SmoothedAggregation::compute(const SpMat& A, const VectorXd& coords, int di
   return true;
 }
 
-SmoothedAggregation::FloatBlocks SmoothedAggregation::float_blocks(const RowMat& M,
-                                                                   const std::vector<int>& row_nodes,
-                                                                   const std::vector<int>& col_nodes,
-                                                                   bool strictly_lower) {
-  const int nr = static_cast<int>(row_nodes.size()) - 1, nc = static_cast<int>(col_nodes.size()) - 1;
-  std::vector<int> node_of(M.cols());
-  for (int j = 0; j < nc; ++j)
-    for (int c = col_nodes[j]; c < col_nodes[j + 1]; ++c) node_of[c] = j;
-  FloatBlocks out;
-  out.row_start.assign(1, 0);
-  out.value_start.assign(1, 0);
-  std::vector<int> offset(nc), row_of(nc, -1);  // block (k, j) of row k: values[offset[j]]
-  for (int k = 0; k < nr; ++k) {
-    const int bk = row_nodes[k + 1] - row_nodes[k];
-    for (int i = 0; i < bk; ++i)
-      for (RowMat::InnerIterator it(M, row_nodes[k] + i); it; ++it) {
-        const int j = node_of[it.col()];
-        if (strictly_lower && j >= k) continue;
-        const int bj = col_nodes[j + 1] - col_nodes[j];
-        if (row_of[j] != k) {
-          row_of[j] = k;
-          offset[j] = static_cast<int>(out.values.size());
-          out.col.push_back(j);
-          out.values.resize(out.values.size() + bk * bj, 0.0f);
-        }
-        out.values[offset[j] + bj * i + (it.col() - col_nodes[j])] = static_cast<float>(it.value());
-      }
-    out.row_start.push_back(static_cast<int>(out.col.size()));
-    out.value_start.push_back(static_cast<int>(out.values.size()));
-  }
-  return out;
-}
-
-// Block Gauss-Seidel on the strictly lower blocks L of a symmetric matrix
-// A = L + diag + L^T, row k's blocks A_kj (j < k) stored in node order (row-major, D x D
-// with D > 0, else sized by block_start). Row k of a sweep gathers A_kj x_j over its
-// lower blocks and scatters A_kj^T x_k (= A_jk x_k) into `pending` for the rows j < k,
-// so each block is read once per sweep (half of A).
-//
-// Forward from x = 0: x_k = D_k^-1 (b_k - sum_{j<k} A_kj x_j), and since the upper part
-// met zeros, the residual b - A x is exactly -sum_{j>k} A_kj x_j: what was scattered.
-// Backward: row k's upper part acts on the rows j > k already updated (scattered into
-// `pending`), its lower part on the x_j not yet updated (gathered).
 template <int D>
-void SmoothedAggregation::lower_block_sweep(const Level& level, const VectorXd& b, VectorXd& x,
-                                            VectorXd& pending, bool forward) const {
-  const int nn = level.num_nodes();
-  const int* start = level.block_start.data();
-  const FloatBlocks& lower = level.lower;
-  const int* col = lower.col.data();
-  auto first = [&](int k) { return D > 0 ? D * k : start[k]; };
-  auto size = [&](int k) { return D > 0 ? D : start[k + 1] - start[k]; };
-  for (int step = 0; step < nn; ++step) {
-    const int k = forward ? step : nn - 1 - step;
-    const int bk = size(k), ok = first(k);
-    const int p0 = lower.row_start[k], p1 = lower.row_start[k + 1];
-    const float* row = &lower.values[lower.value_start[k]];
-    double s[kMaxBlock];
-    for (int i = 0; i < bk; ++i) s[i] = b[ok + i] - (forward ? 0.0 : pending[ok + i]);
-    const float* B = row;
-    for (int p = p0; p < p1; ++p) {
-      const int bj = size(col[p]);
-      const double* xj = x.data() + first(col[p]);
-      for (int i = 0; i < bk; ++i) {
-        double t = 0;  // one subtraction per block row keeps the dependency chains short
-        for (int c = 0; c < bj; ++c) t += B[bj * i + c] * xj[c];
-        s[i] -= t;
-      }
-      B += bk * bj;
-    }
-    const double* Ik = &level.block_inv[level.block_inv_start[k]];
-    double* xk = x.data() + ok;
-    for (int i = 0; i < bk; ++i) {
-      double acc = 0;
-      for (int c = 0; c < bk; ++c) acc += Ik[bk * i + c] * s[c];
-      xk[i] = acc;
-    }
-    const double sign = forward ? -1.0 : 1.0;  // forward: residual; backward: A_jk x_k
-    B = row;
-    for (int p = p0; p < p1; ++p) {
-      const int bj = size(col[p]);
-      double* pj = pending.data() + first(col[p]);
-      for (int c = 0; c < bj; ++c) {
-        double t = 0;
-        for (int i = 0; i < bk; ++i) t += B[bj * i + c] * xk[i];
-        pj[c] += sign * t;
-      }
-      B += bk * bj;
-    }
-  }
-}
-
-void SmoothedAggregation::sweep(int l, const VectorXd& b, VectorXd& x, VectorXd& pending,
-                                bool forward) const {
-  const Level& level = levels_[l];
-  pending.setZero(b.size());
-  if (forward) x.setZero(b.size());
-  // The finest level's nodes are the masses, with dim_ unknowns each: a fixed block size
-  // lets the compiler unroll. Coarser nodes have up to 6 (rigid-body modes).
-  if (l > 0)
-    lower_block_sweep<0>(level, b, x, pending, forward);
-  else if (dim_ == 3)
-    lower_block_sweep<3>(level, b, x, pending, forward);
-  else
-    lower_block_sweep<2>(level, b, x, pending, forward);
-}
-
-namespace {
-
-// x_fine += P x_coarse (transpose = false) or r_coarse += P^T r_fine (transpose = true),
-// P in float node blocks; R > 0: every row node has R unknowns (the finest level, where a
-// fixed size lets the compiler unroll), else sized by `rows`.
-template <int R, bool transpose>
-void prolongation_product(const std::vector<int>& row_start, const std::vector<int>& col,
-                          const std::vector<int>& value_start, const std::vector<float>& values,
-                          const std::vector<int>& rows, const std::vector<int>& cols,
-                          const double* in, double* out) {
-  const int nn = static_cast<int>(rows.size()) - 1;
-  for (int k = 0; k < nn; ++k) {
-    const int bk = R > 0 ? R : rows[k + 1] - rows[k];
-    double s[kMaxBlock] = {};  // the fine rows: their sum (P x) or their values (P^T r)
-    if (transpose)
-      for (int i = 0; i < bk; ++i) s[i] = in[rows[k] + i];
-    const float* B = &values[value_start[k]];
-    for (int p = row_start[k]; p < row_start[k + 1]; ++p) {
-      const int j = col[p], bj = cols[j + 1] - cols[j];
-      if (transpose) {
-        double* cj = out + cols[j];
-        for (int c = 0; c < bj; ++c) {
-          double t = 0;
-          for (int i = 0; i < bk; ++i) t += B[bj * i + c] * s[i];
-          cj[c] += t;
-        }
-      } else {
-        const double* xj = in + cols[j];
-        for (int i = 0; i < bk; ++i) {
-          double t = 0;
-          for (int c = 0; c < bj; ++c) t += B[bj * i + c] * xj[c];
-          s[i] += t;
-        }
-      }
-      B += bk * bj;
-    }
-    if (!transpose)
-      for (int i = 0; i < bk; ++i) out[rows[k] + i] += s[i];
-  }
-}
-
-}  // namespace
-
-template <bool transpose>
-void SmoothedAggregation::prolongation_product(int l, const double* in, double* out) const {
-  const Level& level = levels_[l];
-  const FloatBlocks& P = level.P;
-  const std::vector<int>& cols = levels_[l + 1].block_start;
-  auto run = [&](auto fixed) {
-    ms::prolongation_product<decltype(fixed)::value, transpose>(
-        P.row_start, P.col, P.value_start, P.values, level.block_start, cols, in, out);
-  };
-  if (l > 0)
-    run(std::integral_constant<int, 0>());
-  else if (dim_ == 3)
-    run(std::integral_constant<int, 3>());
-  else
-    run(std::integral_constant<int, 2>());
-}
-
-void SmoothedAggregation::prolongate(int l, const VectorXd& coarse, VectorXd& fine) const {
-  prolongation_product<false>(l, coarse.data(), fine.data());
-}
-
-VectorXd SmoothedAggregation::restrict_to_coarse(int l, const VectorXd& fine) const {
-  VectorXd coarse = VectorXd::Zero(levels_[l + 1].block_start.back());
-  prolongation_product<true>(l, fine.data(), coarse.data());
-  return coarse;
-}
-
 void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   if (l + 1 == num_levels()) {
     x = coarse_.solve(b);
     return;
   }
   const Level& level = levels_[l];
-  VectorXd r;
-  sweep(l, b, x, r, true);
-  VectorXd coarse_x;
-  cycle(l + 1, restrict_to_coarse(l, r), coarse_x);
-  prolongate(l, coarse_x, x);
-  sweep(l, b, x, r, false);
+  VectorXd r = VectorXd::Zero(b.size());
+  x.setZero(b.size());
+  lower_block_sweep<D>(level.lower, level.block_inv, b, x, r, true);
+  VectorXd coarse_r = VectorXd::Zero(static_cast<Eigen::Index>(levels_[l + 1].num_nodes()) * D), coarse_x;
+  prolongation_product<D, true>(level.P, r.data(), coarse_r.data());
+  cycle<D>(l + 1, coarse_r, coarse_x);
+  prolongation_product<D, false>(level.P, coarse_x.data(), x.data());
+  r.setZero();
+  lower_block_sweep<D>(level.lower, level.block_inv, b, x, r, false);
 }
 
-void SmoothedAggregation::apply(const VectorXd& b, VectorXd& x) const { cycle(0, b, x); }
-
-namespace {
-
-// Inverts the D x D blocks (row-major, one after another) of `blocks` into `inv`.
-template <int D>
-bool invert_blocks(const std::vector<double>& blocks, std::vector<double>& inv) {
-  using Block = Eigen::Matrix<double, D, D, Eigen::RowMajor>;
-  for (std::size_t k = 0; k < blocks.size(); k += D * D) {
-    Block out = Eigen::Map<const Block>(&blocks[k]).inverse();
-    if (!out.allFinite()) return false;
-    Eigen::Map<Block> target(&inv[k]);
-    target = out;
-  }
-  return true;
+void SmoothedAggregation::apply(const VectorXd& b, VectorXd& x) const {
+  if (dim_ == 3)
+    cycle<3>(0, b, x);
+  else
+    cycle<2>(0, b, x);
 }
-
-}  // namespace
 
 bool SmoothedAggregation::refresh_smoother(const ElementMatrix& elements) {
   if (levels_.size() < 2) return true;  // a single level is solved directly: no smoother
-  Level& level = levels_[0];
-  const int D = dim_, DD = D * D, nn = level.num_nodes(), np = elements.num_pairs();
-  if (elements.dim() != D || elements.num_masses() != nn || elements.num_rods() > 0) return false;
-  if (static_cast<int>(pair_block_offset_.size()) != np) {
-    // Block (k, j), k > j, of row k: found among the row's columns once per hierarchy.
-    pair_block_offset_.assign(np, -1);
-    for (int p = 0; p < np; ++p) {
-      const auto [a, b] = elements.pair_nodes(p);
-      if (a < 0 || b < 0 || a == b) continue;
-      const int k = std::max(a, b), j = std::min(a, b);
-      const int* first = level.lower.col.data() + level.lower.row_start[k];
-      const int* last = level.lower.col.data() + level.lower.row_start[k + 1];
-      const int* found = std::find(first, last, j);
-      if (found == last) return false;
-      pair_block_offset_[p] = level.lower.value_start[k] + static_cast<int>(found - first) * DD;
-    }
-  }
-  // The matrix the hierarchy was built from is sym(J): each pair adds sym(W) to its ends'
-  // diagonal blocks and -sym(W) to the block between them.
-  std::vector<double>& diag = diagonal_scratch_;
-  diag.assign(static_cast<std::size_t>(nn) * DD, 0.0);
-  for (int i = 0; i < nn; ++i)
-    for (int r = 0; r < D; ++r) diag[static_cast<std::size_t>(i) * DD + r * D + r] = elements.mass_value(i);
-  for (int i : elements.block_nodes()) {
-    const double* B = elements.node_block(i);
-    for (int r = 0; r < D; ++r)
-      for (int c = 0; c < D; ++c)
-        diag[static_cast<std::size_t>(i) * DD + r * D + c] += 0.5 * (B[D * r + c] + B[D * c + r]);
-  }
-  std::fill(level.lower.values.begin(), level.lower.values.end(), 0.0f);
-  double S[kMaxBlock * kMaxBlock];
-  for (int p = 0; p < np; ++p) {
-    const auto [a, b] = elements.pair_nodes(p);
-    const double* W = elements.pair_block(p);
-    for (int r = 0; r < D; ++r)
-      for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
-    for (int node : {a, b})
-      if (node >= 0)
-        for (int e = 0; e < DD; ++e) diag[static_cast<std::size_t>(node) * DD + e] += S[e];
-    if (const int off = pair_block_offset_[p]; off >= 0)
-      for (int e = 0; e < DD; ++e) level.lower.values[off + e] -= static_cast<float>(S[e]);
-  }
-  level.block_inv.resize(diag.size());
-  return D == 3 ? invert_blocks<3>(diag, level.block_inv) : invert_blocks<2>(diag, level.block_inv);
+  if (elements.num_rods() > 0 || !same_topology(elements)) return false;
+  fill_finest(elements);
+  return prepare_smoother(levels_[0]);
 }
 
 }  // namespace ms

@@ -66,15 +66,9 @@ void NewtonLinearSolver::sync_matrix() {
 }
 
 bool NewtonLinearSolver::refactor() {
-  sync_matrix();
-  // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite.
-  const double* jv = J.valuePtr();
-  double* pv = P_.valuePtr();
-  for (Eigen::Index k = 0; k < P_.nonZeros(); ++k) pv[k] = 0.5 * (jv[k] + jv[transpose_of[k]]);
-  for (int k : constraint_diagonal_) pv[k] -= delta;
   if (multigrid_dim_ > 0) {
     const auto start = std::chrono::steady_clock::now();
-    const bool ok = coordinates && multigrid_.compute(P_, *coordinates, multigrid_dim_);
+    const bool ok = multigrid_.compute(elements);
     factor_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++factorizations;
@@ -88,6 +82,12 @@ bool NewtonLinearSolver::refactor() {
     ++multigrid_fallbacks;  // a singular block: LDL^T from now on
     multigrid_dim_ = 0;
   }
+  sync_matrix();
+  // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite.
+  const double* jv = J.valuePtr();
+  double* pv = P_.valuePtr();
+  for (Eigen::Index k = 0; k < P_.nonZeros(); ++k) pv[k] = 0.5 * (jv[k] + jv[transpose_of[k]]);
+  for (int k : constraint_diagonal_) pv[k] -= delta;
   if (!ldlt_analyzed_) {
     ldlt_.analyzePattern(P_);
     ldlt_analyzed_ = true;

@@ -38,8 +38,8 @@ class NewtonLinearSolver {
   void set_pattern(const ElementMatrix& pattern, double delta_);
   void invalidate_factor() { have_factor_ = false; }
   // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
-  // systems without constraints; `dim` unknowns per mass). It needs the masses' current
-  // positions, set with the matrix values. Falls back to LDL^T if it fails.
+  // systems without constraints; `dim` unknowns per mass). Falls back to LDL^T if it
+  // fails.
   void use_multigrid(int dim) { multigrid_dim_ = dim; have_factor_ = false; }
   bool multigrid() const { return multigrid_dim_ > 0; }
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
@@ -50,7 +50,6 @@ class NewtonLinearSolver {
   // to b. Empty if it could not be built.
   VectorXd precondition(const VectorXd& b, bool rebuild);
   double setup_cost_in_cycles() const { return solves_per_factor_; }
-  const VectorXd* coordinates = nullptr;
   // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
   // current multipliers, when x is a Newton correction) lets the singular case pick the
   // correction whose new multipliers are smallest instead of letting them drift.
