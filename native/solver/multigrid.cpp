@@ -12,7 +12,10 @@ namespace {
 constexpr int kCoarsestUnknowns = 500;  // solved directly
 constexpr int kMaxLevels = 12;
 constexpr double kStrength = 0.08;      // a neighbour is strong above this relative coupling
-constexpr int kPowerIterations = 12;    // spectral radius estimate for the smoothing weight
+// Power iterations for the spectral radius of D^-1 A (the smoothing weight): from a fixed
+// start, or fewer from the last setup's vector (the matrix changes little between setups).
+constexpr int kPowerIterations = 12;
+constexpr int kWarmPowerIterations = 3;
 // A block multiply-add of the setup's sparse products (index lookups, accumulation) costs
 // about this many of a V-cycle's streamed ones: with this weight the setup's flop count
 // matches its time. The solver weighs a setup against the Krylov iterations it would
@@ -362,7 +365,8 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
 // One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),
 // -1 if a diagonal block is singular.
 template <int D>
-int SmoothedAggregation::coarsen(Level& level, Level& next) {
+int SmoothedAggregation::coarsen(int l, Level& next) {
+  Level& level = levels_[l];
   constexpr int DD = D * D;
   const DoubleBlocks& A = level.A;
   const int nn = level.num_nodes();
@@ -380,9 +384,14 @@ int SmoothedAggregation::coarsen(Level& level, Level& next) {
     if (agg[k] >= 0) t[k] = level.weight[k] / norm[agg[k]];
   next.weight = norm;
   // Smoothing weight 4 / (3 rho(D^-1 A)), rho from a deterministic power iteration.
-  VectorXd x = VectorXd::LinSpaced(static_cast<Eigen::Index>(nn) * D, 1.0, 2.0), y;
+  if (static_cast<int>(top_modes_.size()) <= l) top_modes_.resize(l + 1);
+  VectorXd& x = top_modes_[l];
+  const bool warm = x.size() == static_cast<Eigen::Index>(nn) * D;
+  if (!warm) x = VectorXd::LinSpaced(static_cast<Eigen::Index>(nn) * D, 1.0, 2.0);
+  VectorXd y;
   double rho = 1.0;
-  for (int it = 0; it < kPowerIterations; ++it) {
+  const int power_iterations = warm ? kWarmPowerIterations : kPowerIterations;
+  for (int it = 0; it < power_iterations; ++it) {
     jacobi_product<D>(A, level.block_inv, x, y);
     rho = y.norm() / x.norm();
     x = y / y.norm();
@@ -409,7 +418,7 @@ int SmoothedAggregation::coarsen(Level& level, Level& next) {
   const DoubleBlocks AP = multiply<D>(A, P, num_agg, products);
   next.A = multiply<D>(transpose<D>(P, num_agg), AP, num_agg, products);
   level.P = to_float(P, DD, false);
-  setup_flops_ += kProductFlopCost * products * D * DD + 2.0 * kPowerIterations * A.num_blocks() * DD;
+  setup_flops_ += kProductFlopCost * products * D * DD + 2.0 * power_iterations * A.num_blocks() * DD;
   cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * P.num_blocks() + 2.0 * nn) * DD;
   return 1;
 }
@@ -426,7 +435,8 @@ bool SmoothedAggregation::compute(const ElementMatrix& elements) {
   levels_[0].weight.assign(levels_[0].num_nodes(), 1.0);
   while (static_cast<int>(levels_.size()) < kMaxLevels && levels_.back().num_nodes() * dim_ > kCoarsestUnknowns) {
     Level next;
-    const int built = dim_ == 3 ? coarsen<3>(levels_.back(), next) : coarsen<2>(levels_.back(), next);
+    const int l = num_levels() - 1;
+    const int built = dim_ == 3 ? coarsen<3>(l, next) : coarsen<2>(l, next);
     if (built < 0) return false;
     if (built == 0) break;
     levels_.push_back(std::move(next));

@@ -55,6 +55,9 @@ class SmoothedAggregation {
   // singular or the topology changed.
   bool refresh_smoother(const ElementMatrix& elements);
 
+  // Forgets what the next setup would start from (a restart point: see System::checkpoint).
+  void restart() { top_modes_.clear(); }
+
   int num_levels() const { return static_cast<int>(levels_.size()); }
   // Unknowns and nonzeros of each level's matrix, finest first.
   std::vector<std::pair<long, long>> level_sizes() const;
@@ -84,8 +87,9 @@ class SmoothedAggregation {
   void fill_finest(const ElementMatrix& elements);
   // The smoother's data of a level from its A.
   bool prepare_smoother(Level& level) const;
+  // Builds the level below level l into `next`.
   template <int D>
-  int coarsen(Level& level, Level& next);
+  int coarsen(int l, Level& next);
   template <int D>
   void cycle(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
 
@@ -93,6 +97,7 @@ class SmoothedAggregation {
   std::vector<std::array<int, 2>> pair_nodes_;  // the topology level 0's pattern is for
   std::vector<std::array<int, 2>> pair_blocks_;  // blocks (a, b) and (b, a) of each pair
   std::vector<int> diagonal_;                    // level 0's diagonal block of each row
+  std::vector<Eigen::VectorXd> top_modes_;  // each level's last power-iteration vector
   Eigen::SimplicialLDLT<SpMat> coarse_;
   int dim_ = 0;
   double cycle_flops_ = 0, setup_flops_ = 0;

@@ -36,7 +36,11 @@ class NewtonLinearSolver {
 
   // The pattern from an assembly of the elements (any values).
   void set_pattern(const ElementMatrix& pattern, double delta_);
-  void invalidate_factor() { have_factor_ = false; }
+  // Forgets the factor or hierarchy and what its rebuild would start from.
+  void invalidate_factor() {
+    have_factor_ = false;
+    multigrid_.restart();
+  }
   // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
   // systems without constraints; `dim` unknowns per mass). Falls back to LDL^T if it
   // fails.
