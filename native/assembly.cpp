@@ -148,6 +148,27 @@ double System<D>::length_scale() {
   return length_scale_;
 }
 
+// By matrix pair: springs softer than kSoftSpringShare of the stiffest spring at each of
+// their masses, which the multigrid hierarchy leaves out (SmoothedAggregation::leave_out):
+// bending springs beside a cloth's own (test_soft_springs_are_left_out_of_the_hierarchy).
+template <int D>
+std::vector<char> System<D>::soft_springs() const {
+  constexpr double kSoftSpringShare = 0.25;
+  std::vector<double> stiffest(num_masses(), 0.0);
+  for (const Spring& s : springs_)
+    for (const Connector& c : s.c)
+      if (c.type == MASS) stiffest[c.nr] = std::max(stiffest[c.nr], s.stiffness);
+  std::vector<char> soft;
+  for (const Spring& s : springs_) {
+    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;  // not a pair (assemble)
+    bool weak = true;
+    for (const Connector& c : s.c)
+      if (c.type == MASS) weak = weak && s.stiffness < kSoftSpringShare * stiffest[c.nr];
+    soft.push_back(weak);
+  }
+  return soft;
+}
+
 template <int D>
 void System<D>::ensure_pattern() {
   if (pattern_ready_) return;
@@ -187,7 +208,7 @@ void System<D>::ensure_pattern() {
   if (constraints_.empty() &&
       (linear_solver_ == "multigrid" ||
        (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses())))
-    lin_.use_multigrid(D);
+    lin_.use_multigrid(D, soft_springs());
   pattern_ready_ = true;
 }
 
@@ -208,6 +229,7 @@ void System<D>::ensure_pattern() {
                                     std::vector<Eigen::Triplet<double>>&,                  \
                                     std::vector<Eigen::Triplet<double>>&) const;           \
   template double System<D>::length_scale();                                              \
+  template std::vector<char> System<D>::soft_springs() const;                             \
   template void System<D>::ensure_pattern();
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)

@@ -155,6 +155,7 @@ class System {
   VectorXd constraint_forces();             // rod tension, + pulls (lam scaled by |d|/L0)
   double constraint_force(int j);           // the same for one rod
   double length_scale();
+  std::vector<char> soft_springs() const;
   const NewtonLinearSolver& newton_solver() const { return lin_; }
   // NewtonLinearSolver::precondition on the Newton matrix of the last step.
   VectorXd precondition(const VectorXd& b, bool rebuild);

@@ -156,3 +156,33 @@ def test_under_error_control_auto_picks_multigrid_from_fewer_masses():
     small.tolerance = 1e-2
     small.simulate(1 / 120, 1)
     assert not small.stats["multigrid"]
+
+
+def bending_sheet(n, bending):
+    cloth = presets.cloth(n, n, spacing=1.0 / (n - 1), pins=[n * (n - 1), n * n - 1],
+                          total_mass=1.0, stiffness=1000.0, bending_stiffness=bending,
+                          damping=0.01)
+    return ms.build_system(cloth)
+
+
+def test_soft_springs_are_left_out_of_the_hierarchy():
+    """Springs under a quarter of the stiffest spring at each of their masses (bending
+    springs at 100 N/m beside the cloth's 1000) are left out of the multigrid hierarchy: its
+    finest matrix has the pattern of the sheet without them, while one as stiff as the
+    cloth's own springs stays in. The Krylov method still solves with the whole matrix, so
+    the motion is the direct solver's."""
+    def finest(bending):
+        s = bending_sheet(16, bending)
+        s.linear_solver = "multigrid"
+        s.simulate(0.1, 12)
+        return s, s.stats["multigrid_levels"][0][1]
+
+    soft, soft_nonzeros = finest(100.0)
+    assert soft_nonzeros == finest(0.0)[1]
+    assert finest(1000.0)[1] > soft_nonzeros
+    direct = bending_sheet(16, 100.0)
+    direct.linear_solver = "direct"
+    direct.simulate(0.1, 12)
+    # the sheet fell by decimetres; both converge every step to the Newton tolerance
+    assert np.abs(soft.positions - bending_sheet(16, 100.0).positions).max() > 0.03
+    np.testing.assert_allclose(soft.positions, direct.positions, rtol=0, atol=1e-9)

@@ -309,7 +309,7 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
   std::vector<std::vector<int>> neighbours(nn);
   for (int k = 0; k < nn; ++k) neighbours[k].push_back(k);
   for (int p = 0; p < np; ++p)
-    if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b)
+    if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b && !left_out(p))
       neighbours[a].push_back(b), neighbours[b].push_back(a);
   DoubleBlocks& A = levels_[0].A;
   for (auto& row : neighbours) {
@@ -323,14 +323,16 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
   for (int k = 0; k < nn; ++k) diagonal_[k] = find_block(A, k, k);
   pair_blocks_.assign(np, {-1, -1});
   for (int p = 0; p < np; ++p)
-    if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b)
+    if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b && !left_out(p))
       pair_blocks_[p] = {find_block(A, a, b), find_block(A, b, a)};
   pair_nodes_.resize(np);
   for (int p = 0; p < np; ++p) pair_nodes_[p] = elements.pair_nodes(p);
 }
 
 // The matrix of level 0 is sym(J): each pair adds sym(W) to its ends' diagonal blocks and
-// -sym(W) to the blocks between them; a pair from a mass to itself adds nothing.
+// -sym(W) to the blocks between them; a pair from a mass to itself adds nothing, and the
+// pairs left out add nothing at all (leaving out only the blocks between the ends would
+// give translations energy, which the coarse levels are built to leave free).
 void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   const int D = dim_, DD = D * D;
   std::vector<double>& values = levels_[0].A.values;
@@ -349,7 +351,7 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   }
   for (int p = 0; p < elements.num_pairs(); ++p) {
     const auto [a, b] = elements.pair_nodes(p);
-    if (a == b) continue;
+    if (a == b || left_out(p)) continue;
     const double* W = elements.pair_block(p);
     for (int r = 0; r < D; ++r)
       for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);

@@ -55,6 +55,14 @@ class SmoothedAggregation {
   // singular or the topology changed.
   bool refresh_smoother(const ElementMatrix& elements);
 
+  // Pairs (by the elements' numbering; nonzero: left out) that the hierarchy is built
+  // without. Why: springs much softer than their neighbours (bending springs in cloth)
+  // change the matrix little but make every level about twice as dense; the Krylov method
+  // still multiplies by the whole matrix.
+  void leave_out(std::vector<char> pairs) {
+    left_out_ = std::move(pairs);
+    pair_nodes_.clear();  // the next setup makes level 0's pattern anew
+  }
   // Forgets what the next setup would start from (a restart point: see System::checkpoint).
   void restart() { top_modes_.clear(); }
 
@@ -93,7 +101,10 @@ class SmoothedAggregation {
   template <int D>
   void cycle(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
 
+  bool left_out(int p) const { return p < static_cast<int>(left_out_.size()) && left_out_[p]; }
+
   std::vector<Level> levels_;
+  std::vector<char> left_out_;
   std::vector<std::array<int, 2>> pair_nodes_;  // the topology level 0's pattern is for
   std::vector<std::array<int, 2>> pair_blocks_;  // blocks (a, b) and (b, a) of each pair
   std::vector<int> diagonal_;                    // level 0's diagonal block of each row

@@ -42,9 +42,13 @@ class NewtonLinearSolver {
     multigrid_.restart();
   }
   // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
-  // systems without constraints; `dim` unknowns per mass). Falls back to LDL^T if it
-  // fails.
-  void use_multigrid(int dim) { multigrid_dim_ = dim; have_factor_ = false; }
+  // systems without constraints; `dim` unknowns per mass), built without the pairs marked
+  // in `left_out` (SmoothedAggregation::leave_out). Falls back to LDL^T if it fails.
+  void use_multigrid(int dim, std::vector<char> left_out = {}) {
+    multigrid_dim_ = dim;
+    multigrid_.leave_out(std::move(left_out));
+    have_factor_ = false;
+  }
   bool multigrid() const { return multigrid_dim_ > 0; }
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
   // One application of the current preconditioner (factor or V-cycle).
