@@ -74,19 +74,27 @@ ElementForce<D> spring_force(const Spring& s, const Vec<D>& d, const Vec<D>& dv,
   const Tension t = tension(s, L - L0);
   if (s.rope && t.dT == 0.0) return out;  // slack rope
   const Vec<D> n = d / L;
-  const Mat<D> nn = n * n.transpose();
-  const Mat<D> P = I - nn;
   out.f = t.T * n;
-  out.A = t.dT * nn + ((definite ? std::max(t.T, 0.0) : t.T) / L) * P;
+  // A = along n n^T + across (I - n n^T) + n u^T, built as across I + n ((along - across) n
+  // + u)^T: no D x D products (assembly runs this for every spring at every Newton
+  // iteration).
+  double along = t.dT, across = (definite ? std::max(t.T, 0.0) : t.T) / L;
+  Vec<D> u = Vec<D>::Zero();
   if (s.damping > 0) {
     const bool weighted = s.rope && k > 0;
     const double w = weighted ? t.dT / k : (s.rope ? 0.0 : 1.0);
     const double dw = weighted ? t.ddT / k : 0.0;
     const double c = s.damping * w, rate = n.dot(dv);
     out.f += c * rate * n;
-    out.A += (c / L) * (n * dv.transpose() + rate * I) * P + (s.damping * dw * rate) * nn;
-    out.B = c * nn;
+    // d/dd of c rate n is (c / L) (n dv^T + rate I)(I - n n^T) = (c / L) (n (dv - rate n)^T
+    // + rate (I - n n^T)), plus the weight's own derivative along n.
+    across += c * rate / L;
+    u = (c / L) * (dv - rate * n);
+    along += s.damping * dw * rate;
+    out.B = c * (n * n.transpose());
   }
+  out.A = n * ((along - across) * n + u).transpose();
+  out.A.diagonal().array() += across;
   return out;
 }
 
