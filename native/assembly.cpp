@@ -53,15 +53,52 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     if (matrix) matrix->set_mass(i, cM * mass_[i]);
   }
 
-  for (const Spring& s : springs_) {
-    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
-    const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
-    const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
-    const ElementForce<D> e = spring_force<D>(s, d, dv, definite_newton_);
-    add_force(s.c, e.f);
-    if (matrix) matrix->set_pair(pair, node(s.c[0]), node(s.c[1]), cK * e.A + cV * e.B);
-    ++pair;
+  // Springs [first, last), the first being matrix pair `pair`, their forces added to `out`:
+  // the largest element force and the next pair.
+  struct Springs {
+    double largest = 0.0;
+    int next_pair = 0;
+  };
+  auto add_springs = [&](std::size_t first, std::size_t last, int pair, VectorXd* out) {
+    Springs sum;
+    for (std::size_t k = first; k < last; ++k) {
+      const Spring& s = springs_[k];
+      if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
+      const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
+      const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
+      const ElementForce<D> e = spring_force<D>(s, d, dv, definite_newton_);
+      if (out) {
+        sum.largest = std::max(sum.largest, e.f.cwiseAbs().maxCoeff());
+        if (s.c[0].type == MASS) out->template segment<D>(D * s.c[0].nr) += e.f;
+        if (s.c[1].type == MASS) out->template segment<D>(D * s.c[1].nr) -= e.f;
+      }
+      if (matrix) matrix->set_pair(pair, node(s.c[0]), node(s.c[1]), cK * e.A + cV * e.B);
+      ++pair;
+    }
+    sum.next_pair = pair;
+    return sum;
+  };
+  const std::size_t ns = springs_.size();
+  Springs sums[2];
+  if (split_work_) {  // two halves at once, the second half's forces added to the first's
+    const std::size_t middle = ns / 2;
+    int second_pair = pair;
+    for (std::size_t k = 0; k < middle; ++k)
+      second_pair += springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS;
+    TwoWay::shared().run([&](int half) {
+      if (half == 0) {
+        sums[0] = add_springs(0, middle, pair, F);
+      } else {
+        if (F) second_half_forces_.setZero(F->size());
+        sums[1] = add_springs(middle, ns, second_pair, F ? &second_half_forces_ : nullptr);
+      }
+    });
+    if (F) *F += second_half_forces_;
+  } else {
+    sums[1] = add_springs(0, ns, pair, F);
   }
+  pair = sums[1].next_pair;
+  if (F) element_force_scale_ = std::max({element_force_scale_, sums[0].largest, sums[1].largest});
 
   if (contacts) contacts->clear();
   if (!colliders_.empty())
@@ -205,6 +242,8 @@ void System<D>::ensure_pattern() {
   if (linear_solver_ == "multigrid" && !constraints_.empty())
     throw InputError("linear_solver 'multigrid' cannot handle DistanceConstraints (rigid "
                      "rods); use 'auto' or 'direct'");
+  split_work_ = num_masses() >= kSplitMinMasses;
+  lin_.split_work(split_work_ ? &TwoWay::shared() : nullptr);
   if (constraints_.empty() &&
       (linear_solver_ == "multigrid" ||
        (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses())))

@@ -742,6 +742,10 @@ PYBIND11_MODULE(_core, m) {
 
   m.attr("FIX") = static_cast<int>(FIX);
   m.attr("MASS") = static_cast<int>(MASS);
+  m.def("_allow_helper_thread", [](bool on) { ms::TwoWay::shared().allow_helper(on); },
+        "Whether big systems may run half of their loops on the helper thread (default: on "
+        "with two or more cores). For tests and benchmarks: the numbers are the same.");
+  m.attr("SPLIT_MIN_MASSES") = System<3>::kSplitMinMasses;
   m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
   m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = System<3>::kMultigridMinMassesControlled;
   m.attr("INTEGRATOR_TABLE") = integrator_table();

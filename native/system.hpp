@@ -119,6 +119,9 @@ class System {
   // big systems without constraints).
   std::string linear_solver() const { return linear_solver_; }
   void set_linear_solver(const std::string& name);
+  // Systems of this many masses split assembly and the linear solver's loops in two halves
+  // run at once (TwoWay).
+  static constexpr int kSplitMinMasses = 1000;
   static constexpr int kMultigridMinMasses = 4000;
   // Under error control Newton's linear systems are solved to 1e-1, where a V-cycle beats
   // an LDL^T factor that a folding sheet makes stale almost every step from about 1000
@@ -310,6 +313,8 @@ class System {
   bool pattern_ready_ = false;  // the Newton matrix's pattern is set up
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
+  bool split_work_ = false;  // from kSplitMinMasses masses on (ensure_pattern)
+  mutable VectorXd second_half_forces_;
   double length_scale_ = 1.0;
   std::string linear_solver_ = "auto";
   // Largest force a single element exerted in the last assembly: the size of the terms

@@ -186,3 +186,37 @@ def test_soft_springs_are_left_out_of_the_hierarchy():
     # the sheet fell by decimetres; both converge every step to the Newton tolerance
     assert np.abs(soft.positions - bending_sheet(16, 100.0).positions).max() > 0.03
     np.testing.assert_allclose(soft.positions, direct.positions, rtol=0, atol=1e-9)
+
+
+def test_split_work_gives_the_same_numbers():
+    """Big systems run half of assembly's and the linear solver's loops on a helper thread
+    (native/solver/two_way.hpp). The halves are the same whether the helper runs them or
+    the caller does (one core, or the helper busy), so a run's numbers do not depend on
+    the machine: bit for bit, also with two systems at once from two Python threads."""
+    import threading
+
+    def run(allow):
+        ms._core._allow_helper_thread(allow)
+        try:
+            s = bending_sheet(34, 100.0)
+            assert len(s.masses) >= ms._core.SPLIT_MIN_MASSES
+            s.tolerance = 1e-2
+            s.simulate(0.2, 5)
+            return s.positions.copy(), s.stats["krylov_iterations"]
+        finally:
+            ms._core._allow_helper_thread(True)
+
+    alone, krylov = run(False)
+    helped, helped_krylov = run(True)
+    assert np.array_equal(alone, helped) and krylov == helped_krylov
+    results = [None, None]
+
+    def worker(k):
+        results[k] = run(True)[0]
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.array_equal(alone, r) for r in results)

@@ -18,6 +18,8 @@
 #include <array>
 #include <vector>
 
+#include "two_way.hpp"
+
 namespace ms {
 
 class ElementMatrix {
@@ -69,13 +71,14 @@ class ElementMatrix {
   int num_masses() const { return static_cast<int>(mass_diag_.size()); }
   int num_rods() const { return static_cast<int>(rod_grad_.size()) / (dim_ > 0 ? dim_ : 1); }
 
-  // y = J x.
-  Eigen::VectorXd multiply(const Eigen::VectorXd& x) const {
+  // y = J x; with `halves`, the pairs in two halves at once, the second half's sum added
+  // to the first's (the same numbers whether or not the halves ran at once).
+  Eigen::VectorXd multiply(const Eigen::VectorXd& x, TwoWay* halves = nullptr) const {
     Eigen::VectorXd y(x.size());
     if (dim_ == 3)
-      multiply_impl<3>(x, y);
+      multiply_impl<3>(x, y, halves);
     else
-      multiply_impl<2>(x, y);
+      multiply_impl<2>(x, y, halves);
     return y;
   }
 
@@ -123,15 +126,10 @@ class ElementMatrix {
 
  private:
   template <int D>
-  void multiply_impl(const Eigen::VectorXd& x, Eigen::VectorXd& y) const {
+  void add_pairs(const Eigen::VectorXd& x, Eigen::VectorXd& y, std::size_t first, std::size_t last) const {
     using Vec = Eigen::Matrix<double, D, 1>;
     using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
-    const int nm = num_masses();
-    for (int i = 0; i < nm; ++i) y.template segment<D>(D * i) = mass_diag_[i] * x.template segment<D>(D * i);
-    for (int i : block_nodes_)
-      y.template segment<D>(D * i) += Block(&node_block_[static_cast<std::size_t>(i) * D * D]) * x.template segment<D>(D * i);
-    const int rows_lam = D * nm;
-    for (std::size_t p = 0; p < pair_node_.size(); ++p) {
+    for (std::size_t p = first; p < last; ++p) {
       const auto [a, b] = pair_node_[p];
       Vec d = Vec::Zero();
       if (a >= 0) d += x.template segment<D>(D * a);
@@ -140,6 +138,35 @@ class ElementMatrix {
       if (a >= 0) y.template segment<D>(D * a) += Wd;
       if (b >= 0) y.template segment<D>(D * b) -= Wd;
     }
+  }
+
+  template <int D>
+  void multiply_impl(const Eigen::VectorXd& x, Eigen::VectorXd& y, TwoWay* halves) const {
+    using Vec = Eigen::Matrix<double, D, 1>;
+    using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
+    const int nm = num_masses();
+    const std::size_t np = pair_node_.size();
+    auto masses = [&] {
+      for (int i = 0; i < nm; ++i) y.template segment<D>(D * i) = mass_diag_[i] * x.template segment<D>(D * i);
+      for (int i : block_nodes_)
+        y.template segment<D>(D * i) += Block(&node_block_[static_cast<std::size_t>(i) * D * D]) * x.template segment<D>(D * i);
+    };
+    if (halves) {
+      halves->run([&](int half) {
+        if (half == 0) {
+          masses();
+          add_pairs<D>(x, y, 0, np / 2);
+        } else {
+          second_half_.setZero(x.size());
+          add_pairs<D>(x, second_half_, np / 2, np);
+        }
+      });
+      y += second_half_;
+    } else {
+      masses();
+      add_pairs<D>(x, y, 0, np);
+    }
+    const int rows_lam = D * nm;
     for (int j = 0; j < num_rods(); ++j) {
       const auto [a, b] = pair_node_[first_rod_pair_ + j];
       const Eigen::Map<const Vec> grad(&rod_grad_[static_cast<std::size_t>(j) * D]);
@@ -165,6 +192,7 @@ class ElementMatrix {
   std::vector<double> rod_grad_;
   std::vector<double> node_block_;  // D x D per mass, zero but for block_nodes_
   std::vector<int> block_nodes_;
+  mutable Eigen::VectorXd second_half_;  // multiply's second half of the pairs
 };
 
 }  // namespace ms

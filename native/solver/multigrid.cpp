@@ -236,8 +236,8 @@ void lower_block_sweep(const FloatBlocks& lower, const std::vector<double>& bloc
 
 // fine += P coarse (transpose = false) or coarse += P^T fine (transpose = true).
 template <int D, bool transpose>
-void prolongation_product(const FloatBlocks& P, const double* in, double* out) {
-  for (int k = 0; k < P.rows(); ++k) {
+void prolongation_product(const FloatBlocks& P, const double* in, double* out, int first, int last) {
+  for (int k = first; k < last; ++k) {
     double s[D] = {};  // the fine row: its sum (P x) or its values (P^T r)
     if (transpose)
       for (int i = 0; i < D; ++i) s[i] = in[D * k + i];
@@ -471,10 +471,31 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   VectorXd r = VectorXd::Zero(b.size());
   x.setZero(b.size());
   lower_block_sweep<D>(level.lower, level.block_inv, b, x, r, true);
-  VectorXd coarse_r = VectorXd::Zero(static_cast<Eigen::Index>(levels_[l + 1].num_nodes()) * D), coarse_x;
-  prolongation_product<D, true>(level.P, r.data(), coarse_r.data());
+  const Eigen::Index nc = static_cast<Eigen::Index>(levels_[l + 1].num_nodes()) * D;
+  const int rows = level.P.rows(), middle = rows / 2;
+  VectorXd coarse_r = VectorXd::Zero(nc), coarse_x;
+  if (halves) {  // each half of the fine rows restricts into its own vector
+    VectorXd& second = restriction_scratch_;
+    halves->run([&](int half) {
+      if (half == 0) {
+        prolongation_product<D, true>(level.P, r.data(), coarse_r.data(), 0, middle);
+      } else {
+        second.setZero(nc);
+        prolongation_product<D, true>(level.P, r.data(), second.data(), middle, rows);
+      }
+    });
+    coarse_r += second;
+  } else {
+    prolongation_product<D, true>(level.P, r.data(), coarse_r.data(), 0, rows);
+  }
   cycle<D>(l + 1, coarse_r, coarse_x);
-  prolongation_product<D, false>(level.P, coarse_x.data(), x.data());
+  if (halves)
+    halves->run([&](int half) {
+      prolongation_product<D, false>(level.P, coarse_x.data(), x.data(), half == 0 ? 0 : middle,
+                                     half == 0 ? middle : rows);
+    });
+  else
+    prolongation_product<D, false>(level.P, coarse_x.data(), x.data(), 0, rows);
   r.setZero();
   lower_block_sweep<D>(level.lower, level.block_inv, b, x, r, false);
 }

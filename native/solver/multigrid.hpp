@@ -63,6 +63,8 @@ class SmoothedAggregation {
     left_out_ = std::move(pairs);
     pair_nodes_.clear();  // the next setup makes level 0's pattern anew
   }
+  // Splits the V-cycle's prolongations in two halves run at once (nullptr: one pass).
+  TwoWay* halves = nullptr;
   // Forgets what the next setup would start from (a restart point: see System::checkpoint).
   void restart() { top_modes_.clear(); }
 
@@ -110,6 +112,7 @@ class SmoothedAggregation {
   std::vector<int> diagonal_;                    // level 0's diagonal block of each row
   std::vector<Eigen::VectorXd> top_modes_;  // each level's last power-iteration vector
   Eigen::SimplicialLDLT<SpMat> coarse_;
+  mutable Eigen::VectorXd restriction_scratch_;  // the second half's restriction
   int dim_ = 0;
   double cycle_flops_ = 0, setup_flops_ = 0;
 };

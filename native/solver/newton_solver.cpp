@@ -158,7 +158,7 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
       if (!x.allFinite()) x.setZero();
     }
     const KrylovResult krylov =
-        gmres([this](const VectorXd& v) { return elements.multiply(v); },
+        gmres([this](const VectorXd& v) { return elements.multiply(v, halves_); },
               [this](const VectorXd& v) { return apply_preconditioner(v); }, b, x, tol,
               multigrid_dim_ > 0 ? 200 : 40);
     krylov_iterations += krylov.iterations;

@@ -50,6 +50,12 @@ class NewtonLinearSolver {
     have_factor_ = false;
   }
   bool multigrid() const { return multigrid_dim_ > 0; }
+  // Splits the Krylov method's products and the multigrid's work in two halves run at once
+  // (nullptr: one pass).
+  void split_work(TwoWay* halves) {
+    halves_ = halves;
+    multigrid_.halves = halves;
+  }
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
   // One application of the current preconditioner (factor or V-cycle).
   VectorXd apply_preconditioner(const VectorXd& b) const;
@@ -94,6 +100,7 @@ class NewtonLinearSolver {
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
   SmoothedAggregation multigrid_;
+  TwoWay* halves_ = nullptr;
   int multigrid_dim_ = 0;
   bool ldlt_analyzed_ = false, lu_analyzed_ = false, have_factor_ = false;
 };
