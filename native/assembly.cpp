@@ -83,17 +83,18 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
   if (split_work_) {  // two halves at once, the second half's forces added to the first's
     const std::size_t middle = ns / 2;
     int second_pair = pair;
+    VectorXd second_half;  // local: const reads (evaluate) may assemble during a step
     for (std::size_t k = 0; k < middle; ++k)
       second_pair += springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS;
     TwoWay::shared().run([&](int half) {
       if (half == 0) {
         sums[0] = add_springs(0, middle, pair, F);
       } else {
-        if (F) second_half_forces_.setZero(F->size());
-        sums[1] = add_springs(middle, ns, second_pair, F ? &second_half_forces_ : nullptr);
+        if (F) second_half.setZero(F->size());
+        sums[1] = add_springs(middle, ns, second_pair, F ? &second_half : nullptr);
       }
     });
-    if (F) *F += second_half_forces_;
+    if (F) *F += second_half;
   } else {
     sums[1] = add_springs(0, ns, pair, F);
   }

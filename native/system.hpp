@@ -314,7 +314,6 @@ class System {
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   bool split_work_ = false;  // from kSplitMinMasses masses on (ensure_pattern)
-  mutable VectorXd second_half_forces_;
   double length_scale_ = 1.0;
   std::string linear_solver_ = "auto";
   // Largest force a single element exerted in the last assembly: the size of the terms

@@ -395,8 +395,14 @@ int SmoothedAggregation::coarsen(int l, Level& next) {
   const int power_iterations = warm ? kWarmPowerIterations : kPowerIterations;
   for (int it = 0; it < power_iterations; ++it) {
     jacobi_product<D>(A, level.block_inv, x, y);
-    rho = y.norm() / x.norm();
-    x = y / y.norm();
+    const double size = y.norm();
+    if (!(size > 0 && std::isfinite(size))) {  // a start with no component to grow
+      rho = 1.0;
+      x.resize(0);  // the next setup starts cold
+      break;
+    }
+    rho = size / x.norm();
+    x = y / size;
   }
   const double omega = 4.0 / (3.0 * rho);
   // P = (I - omega D^-1 A) T, row by row: row k's block for aggregate a is

@@ -17,7 +17,12 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <thread>
+
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 namespace ms {
 
@@ -34,7 +39,7 @@ class TwoWay {
   TwoWay& operator=(const TwoWay&) = delete;
 
   // Whether the helper may run (tests and benchmarks compare; the numbers are the same).
-  void allow_helper(bool on) { enabled_ = on && std::thread::hardware_concurrency() >= 2; }
+  void allow_helper(bool on) { enabled_ = on && usable_cores() >= 2; }
 
   // work(0) and work(1), at once when the helper is free; returns when both are done.
   // An exception from either half is rethrown here.
@@ -45,7 +50,16 @@ class TwoWay {
       work(1);
       return;
     }
-    if (!helper_.joinable()) helper_ = std::thread([this] { serve(); });
+    if (!helper_.joinable()) {
+      try {
+        helper_ = std::thread([this] { serve(); });
+      } catch (const std::system_error&) {  // no thread to be had: one pass for good
+        enabled_ = false;
+        work(0);
+        work(1);
+        return;
+      }
+    }
     failure_ = nullptr;
     std::uint64_t job;
     {
@@ -83,6 +97,16 @@ class TwoWay {
 
   TwoWay() = default;
 
+  // The cores this process may run on (taskset, containers), not the machine's: on one
+  // core a spinning helper would only take turns with the caller.
+  static int usable_cores() {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+#endif
+    return static_cast<int>(std::thread::hardware_concurrency());
+  }
+
   // Half 1 of job number `job` goes to whoever takes it first, the caller or the helper.
   bool take(std::uint64_t job) {
     std::uint64_t before = job - 1;
@@ -109,7 +133,7 @@ class TwoWay {
     }
   }
 
-  std::atomic<bool> enabled_{std::thread::hardware_concurrency() >= 2};
+  std::atomic<bool> enabled_{usable_cores() >= 2};
   std::mutex in_use_;  // one run at a time
   std::mutex mutex_;   // with wake_: the sleeping helper
   std::condition_variable wake_;
