@@ -93,15 +93,34 @@ DoubleBlocks transpose(const DoubleBlocks& X, int cols) {
   return out;
 }
 
-// The blocks of X in float; with strictly_lower only those with column < row.
-FloatBlocks to_float(const DoubleBlocks& X, int DD, bool strictly_lower) {
+// The blocks of X in float.
+FloatBlocks to_float(const DoubleBlocks& X, int DD) {
   FloatBlocks out;
-  for (int k = 0; k < X.rows(); ++k) {
-    for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
-      if (strictly_lower && X.col[p] >= k) continue;
-      out.col.push_back(X.col[p]);
-      for (int e = 0; e < DD; ++e) out.values.push_back(static_cast<float>(X.values[static_cast<std::size_t>(p) * DD + e]));
-    }
+  out.col = X.col;
+  out.row_start = X.row_start;
+  out.values.assign(X.values.begin(), X.values.end());
+  return out;
+}
+
+// The strictly lower blocks of A in float, for the smoother. With middle > 0, the blocks of
+// the rows k >= middle whose column is below middle come first in their rows, and
+// first_inner[k] is where the rest start (first_inner[k] = the row's start for k < middle).
+FloatBlocks smoother_blocks(const DoubleBlocks& A, int DD, int middle, std::vector<int>& first_inner) {
+  FloatBlocks out;
+  first_inner.assign(A.rows(), 0);
+  auto append = [&](int p) {
+    out.col.push_back(A.col[p]);
+    for (int e = 0; e < DD; ++e) out.values.push_back(static_cast<float>(A.values[static_cast<std::size_t>(p) * DD + e]));
+  };
+  for (int k = 0; k < A.rows(); ++k) {
+    const int p0 = A.row_start[k], p1 = A.row_start[k + 1];
+    const bool split_row = middle > 0 && k >= middle;
+    if (split_row)
+      for (int p = p0; p < p1; ++p)
+        if (A.col[p] < middle) append(p);
+    first_inner[k] = out.num_blocks();
+    for (int p = p0; p < p1; ++p)
+      if (A.col[p] < k && !(split_row && A.col[p] < middle)) append(p);
     out.row_start.push_back(out.num_blocks());
   }
   return out;
@@ -186,22 +205,22 @@ void jacobi_product(const DoubleBlocks& A, const std::vector<double>& block_inv,
 }
 
 // Block Gauss-Seidel on the strictly lower blocks L of a symmetric matrix
-// A = L + diag + L^T. Row k of a sweep gathers A_kj x_j over its lower blocks and scatters
-// A_kj^T x_k (= A_jk x_k) into `pending` for the rows j < k, so each block is read once per
-// sweep (half of A).
+// A = L + diag + L^T, over rows [first, last) (in reverse order when backward), each row k
+// reading its blocks from first_block[k] on. Row k of a sweep gathers A_kj x_j over its
+// lower blocks and scatters A_kj^T x_k (= A_jk x_k) into `pending` for the rows j < k, so
+// each block is read once per sweep (half of A).
 //
 // Forward from x = 0: x_k = D_k^-1 (b_k - sum_{j<k} A_kj x_j), and since the upper part
 // met zeros, the residual b - A x is exactly -sum_{j>k} A_kj x_j: what was scattered.
 // Backward: row k's upper part acts on the rows j > k already updated (scattered into
 // `pending`), its lower part on the x_j not yet updated (gathered).
 template <int D>
-void lower_block_sweep(const FloatBlocks& lower, const std::vector<double>& block_inv, const VectorXd& b,
-                       VectorXd& x, VectorXd& pending, bool forward) {
-  const int nn = lower.rows();
+void lower_block_sweep(const FloatBlocks& lower, const int* first_block, const std::vector<double>& block_inv,
+                       const VectorXd& b, VectorXd& x, VectorXd& pending, bool forward, int first, int last) {
   const int* col = lower.col.data();
-  for (int step = 0; step < nn; ++step) {
-    const int k = forward ? step : nn - 1 - step;
-    const int p0 = lower.row_start[k], p1 = lower.row_start[k + 1];
+  for (int step = first; step < last; ++step) {
+    const int k = forward ? step : first + last - 1 - step;
+    const int p0 = first_block[k], p1 = lower.row_start[k + 1];
     const float* row = &lower.values[static_cast<std::size_t>(p0) * D * D];
     double s[D];
     for (int i = 0; i < D; ++i) s[i] = b[D * k + i] - (forward ? 0.0 : pending[D * k + i]);
@@ -232,6 +251,24 @@ void lower_block_sweep(const FloatBlocks& lower, const std::vector<double>& bloc
       }
     }
   }
+}
+
+// The lower blocks between the two halves of a split smoother (rows k >= middle, columns
+// j < middle, stored first in their rows): pending_k += sign A_kj x_j and
+// pending_j += sign A_kj^T x_k.
+template <int D>
+void add_cross_blocks(const FloatBlocks& lower, const std::vector<int>& first_inner, int middle, const VectorXd& x,
+                      VectorXd& pending, double sign) {
+  for (int k = middle; k < lower.rows(); ++k)
+    for (int p = lower.row_start[k]; p < first_inner[k]; ++p) {
+      const float* B = &lower.values[static_cast<std::size_t>(p) * D * D];
+      const int j = lower.col[p];
+      for (int i = 0; i < D; ++i)
+        for (int c = 0; c < D; ++c) {
+          pending[D * k + i] += sign * B[D * i + c] * x[D * j + c];
+          pending[D * j + c] += sign * B[D * i + c] * x[D * k + i];
+        }
+    }
 }
 
 // fine += P coarse (transpose = false) or coarse += P^T fine (transpose = true).
@@ -289,7 +326,8 @@ std::vector<std::pair<long, long>> SmoothedAggregation::level_sizes() const {
 }
 
 bool SmoothedAggregation::prepare_smoother(Level& level) const {
-  level.lower = to_float(level.A, dim_ * dim_, true);
+  level.middle = level.num_nodes() >= kSplitSmootherNodes ? level.num_nodes() / 2 : 0;
+  level.lower = smoother_blocks(level.A, dim_ * dim_, level.middle, level.first_inner);
   return dim_ == 3 ? invert_blocks<3>(level.A, level.block_inv) : invert_blocks<2>(level.A, level.block_inv);
 }
 
@@ -425,7 +463,7 @@ int SmoothedAggregation::coarsen(int l, Level& next) {
   }
   const DoubleBlocks AP = multiply<D>(A, P, num_agg, products);
   next.A = multiply<D>(transpose<D>(P, num_agg), AP, num_agg, products);
-  level.P = to_float(P, DD, false);
+  level.P = to_float(P, DD);
   setup_flops_ += kProductFlopCost * products * D * DD + 2.0 * power_iterations * A.num_blocks() * DD;
   cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * P.num_blocks() + 2.0 * nn) * DD;
   return 1;
@@ -468,6 +506,31 @@ bool SmoothedAggregation::compute(const ElementMatrix& elements) {
 }
 
 template <int D>
+void SmoothedAggregation::smooth(const Level& level, const VectorXd& b, VectorXd& x, VectorXd& pending,
+                                 bool forward) const {
+  const int nn = level.num_nodes(), middle = level.middle;
+  if (middle == 0) {
+    lower_block_sweep<D>(level.lower, level.lower.row_start.data(), level.block_inv, b, x, pending, forward, 0, nn);
+    return;
+  }
+  // Each half sweeps its own rows; across the halves each sees the other's x from before
+  // the sweep: 0 in the forward sweep (the residual is completed after it), the coarse
+  // correction in the backward one (added to `pending` before it).
+  if (!forward) add_cross_blocks<D>(level.lower, level.first_inner, middle, x, pending, 1.0);
+  auto half = [&](int h) {
+    lower_block_sweep<D>(level.lower, level.first_inner.data(), level.block_inv, b, x, pending, forward,
+                         h == 0 ? 0 : middle, h == 0 ? middle : nn);
+  };
+  if (halves) {
+    halves->run(half);
+  } else {
+    half(0);
+    half(1);
+  }
+  if (forward) add_cross_blocks<D>(level.lower, level.first_inner, middle, x, pending, -1.0);
+}
+
+template <int D>
 void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   if (l + 1 == num_levels()) {
     x = coarse_.solve(b);
@@ -476,7 +539,7 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   const Level& level = levels_[l];
   VectorXd r = VectorXd::Zero(b.size());
   x.setZero(b.size());
-  lower_block_sweep<D>(level.lower, level.block_inv, b, x, r, true);
+  smooth<D>(level, b, x, r, true);
   const Eigen::Index nc = static_cast<Eigen::Index>(levels_[l + 1].num_nodes()) * D;
   const int rows = level.P.rows(), middle = rows / 2;
   VectorXd coarse_r = VectorXd::Zero(nc), coarse_x;
@@ -503,7 +566,7 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   else
     prolongation_product<D, false>(level.P, coarse_x.data(), x.data(), 0, rows);
   r.setZero();
-  lower_block_sweep<D>(level.lower, level.block_inv, b, x, r, false);
+  smooth<D>(level, b, x, r, false);
 }
 
 void SmoothedAggregation::apply(const VectorXd& b, VectorXd& x) const {

@@ -63,7 +63,8 @@ class SmoothedAggregation {
     left_out_ = std::move(pairs);
     pair_nodes_.clear();  // the next setup makes level 0's pattern anew
   }
-  // Splits the V-cycle's prolongations in two halves run at once (nullptr: one pass).
+  // Runs the V-cycle's smoothing and prolongations in two halves at once (nullptr: one pass;
+  // the numbers are the same).
   TwoWay* halves = nullptr;
   // Forgets what the next setup would start from (a restart point: see System::checkpoint).
   void restart() { top_modes_.clear(); }
@@ -84,6 +85,11 @@ class SmoothedAggregation {
     // sweeps of a V-cycle read half of A each. Float because the V-cycle streams these
     // matrices and a preconditioner needs no more (GMRES multiplies by the exact matrix).
     Blocks<float> lower;
+    // From kSplitSmootherNodes nodes on, the smoother runs in two halves at once (rows below
+    // and from `middle`), each Gauss-Seidel within itself and Jacobi across; first_inner[k]
+    // is where row k's blocks within its own half start.
+    int middle = 0;
+    std::vector<int> first_inner;
     Blocks<float> P;  // prolongation from the next level (its nodes are the columns)
     int num_nodes() const { return A.rows(); }
   };
@@ -101,9 +107,14 @@ class SmoothedAggregation {
   template <int D>
   int coarsen(int l, Level& next);
   template <int D>
+  void smooth(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x, Eigen::VectorXd& pending,
+              bool forward) const;
+  template <int D>
   void cycle(int l, const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
 
   bool left_out(int p) const { return p < static_cast<int>(left_out_.size()) && left_out_[p]; }
+
+  static constexpr int kSplitSmootherNodes = 1000;
 
   std::vector<Level> levels_;
   std::vector<char> left_out_;
