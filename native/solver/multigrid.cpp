@@ -56,22 +56,65 @@ class RowAccumulator {
   std::vector<int> slot_, touched_;
 };
 
+// Room for the blocks that `count` input blocks from `first` on can make (count_of(p)
+// each, an upper bound): growing a big vector block by block copies it again and again.
+template <int D, class CountOf>
+void reserve_blocks(DoubleBlocks& out, int count, const CountOf& count_of, int first) {
+  std::size_t bound = 0;
+  for (int p = first; p < first + count; ++p) bound += count_of(p);
+  out.col.reserve(bound);
+  out.values.reserve(bound * D * D);
+}
+
+// Rows [0, num_rows) of a block matrix from build(first, last, out, products), which
+// appends rows [first, last) to `out` and counts its block products: in two halves at once
+// when `halves` is given, then joined. Each row is built alone, so the blocks are the same
+// either way.
+template <class BuildRows>
+DoubleBlocks rows_by_halves(int num_rows, TwoWay* halves, double& products, const BuildRows& build) {
+  if (!halves) {
+    DoubleBlocks out;
+    build(0, num_rows, out, products);
+    return out;
+  }
+  const int middle = num_rows / 2;
+  DoubleBlocks part[2];
+  double counted[2] = {0, 0};
+  halves->run([&](int h) {
+    DoubleBlocks mine;  // not part[h] itself: the two halves' vector ends would share a cache line
+    double count = 0;
+    build(h == 0 ? 0 : middle, h == 0 ? middle : num_rows, mine, count);
+    part[h] = std::move(mine);
+    counted[h] = count;
+  });
+  DoubleBlocks& out = part[0];
+  const int offset = out.num_blocks();
+  out.col.insert(out.col.end(), part[1].col.begin(), part[1].col.end());
+  out.values.insert(out.values.end(), part[1].values.begin(), part[1].values.end());
+  for (std::size_t r = 1; r < part[1].row_start.size(); ++r) out.row_start.push_back(part[1].row_start[r] + offset);
+  products += counted[0] + counted[1];
+  return std::move(out);
+}
+
 // X Y, with Y's columns numbered below `cols`; adds the block products to `products`.
 template <int D>
-DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, double& products) {
-  DoubleBlocks out;
-  RowAccumulator<D> acc(cols);
-  for (int k = 0; k < X.rows(); ++k) {
-    for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
-      const int j = X.col[p];
-      const ConstBlockMap<D> x(&X.values[static_cast<std::size_t>(p) * D * D]);
-      for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q)
-        acc.at(out, Y.col[q]).noalias() += x * ConstBlockMap<D>(&Y.values[static_cast<std::size_t>(q) * D * D]);
-      products += Y.row_start[j + 1] - Y.row_start[j];
+DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, double& products, TwoWay* halves) {
+  return rows_by_halves(X.rows(), halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
+    RowAccumulator<D> acc(cols);
+    reserve_blocks<D>(out, X.row_start[last] - X.row_start[first], [&](int p) {
+      return Y.row_start[X.col[p] + 1] - Y.row_start[X.col[p]];
+    }, X.row_start[first]);
+    for (int k = first; k < last; ++k) {
+      for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
+        const int j = X.col[p];
+        const ConstBlockMap<D> x(&X.values[static_cast<std::size_t>(p) * D * D]);
+        for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q)
+          acc.at(out, Y.col[q]).noalias() += x * ConstBlockMap<D>(&Y.values[static_cast<std::size_t>(q) * D * D]);
+        count += Y.row_start[j + 1] - Y.row_start[j];
+      }
+      acc.end_row(out);
     }
-    acc.end_row(out);
-  }
-  return out;
+  });
 }
 
 template <int D>
@@ -191,17 +234,25 @@ std::vector<int> aggregate(const DoubleBlocks& A, int DD, int& num_aggregates) {
   return agg;
 }
 
-// y = Dinv A x by blocks.
+// y = Dinv A x by blocks, the rows in two halves at once when `halves` is given.
 template <int D>
-void jacobi_product(const DoubleBlocks& A, const std::vector<double>& block_inv, const VectorXd& x, VectorXd& y) {
+void jacobi_product(const DoubleBlocks& A, const std::vector<double>& block_inv, const VectorXd& x, VectorXd& y,
+                    TwoWay* halves) {
   using Vec = Eigen::Matrix<double, D, 1>;
   y.resize(x.size());
-  for (int k = 0; k < A.rows(); ++k) {
-    Vec s = Vec::Zero();
-    for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p)
-      s.noalias() += ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * D * D]) * x.template segment<D>(D * A.col[p]);
-    y.template segment<D>(D * k).noalias() = ConstBlockMap<D>(&block_inv[static_cast<std::size_t>(k) * D * D]) * s;
-  }
+  auto rows = [&](int first, int last) {
+    for (int k = first; k < last; ++k) {
+      Vec s = Vec::Zero();
+      for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p)
+        s.noalias() += ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * D * D]) * x.template segment<D>(D * A.col[p]);
+      y.template segment<D>(D * k).noalias() = ConstBlockMap<D>(&block_inv[static_cast<std::size_t>(k) * D * D]) * s;
+    }
+  };
+  const int nn = A.rows(), middle = nn / 2;
+  if (halves)
+    halves->run([&](int h) { h == 0 ? rows(0, middle) : rows(middle, nn); });
+  else
+    rows(0, nn);
 }
 
 // Block Gauss-Seidel on the strictly lower blocks L of a symmetric matrix
@@ -432,7 +483,7 @@ int SmoothedAggregation::coarsen(int l, Level& next) {
   double rho = 1.0;
   const int power_iterations = warm ? kWarmPowerIterations : kPowerIterations;
   for (int it = 0; it < power_iterations; ++it) {
-    jacobi_product<D>(A, level.block_inv, x, y);
+    jacobi_product<D>(A, level.block_inv, x, y, halves);
     const double size = y.norm();
     if (!(size > 0 && std::isfinite(size))) {  // a start with no component to grow
       rho = 1.0;
@@ -445,24 +496,27 @@ int SmoothedAggregation::coarsen(int l, Level& next) {
   const double omega = 4.0 / (3.0 * rho);
   // P = (I - omega D^-1 A) T, row by row: row k's block for aggregate a is
   // t_k [agg k = a] I - omega D_k^-1 sum_{j in a} A_kj t_j.
-  DoubleBlocks P;
-  RowAccumulator<D> acc(num_agg);
   double products = 0;
-  for (int k = 0; k < nn; ++k) {
-    for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p)
-      if (const int a = agg[A.col[p]]; a >= 0)
-        acc.at(P, a) += t[A.col[p]] * ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * DD]);
-    const ConstBlockMap<D> inv{level.block_inv.data() + static_cast<std::size_t>(k) * DD};
-    for (int q = P.row_start[k]; q < P.num_blocks(); ++q) {
-      BlockMap<D> block(&P.values[static_cast<std::size_t>(q) * DD]);
-      block = (-omega * inv * block).eval();
-      if (P.col[q] == agg[k]) block.diagonal().array() += t[k];
+  const DoubleBlocks P = rows_by_halves(nn, halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
+    RowAccumulator<D> acc(num_agg);
+    reserve_blocks<D>(out, A.row_start[last] - A.row_start[first], [](int) { return 1; }, A.row_start[first]);
+    for (int k = first; k < last; ++k) {
+      const int row_first = out.num_blocks();
+      for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p)
+        if (const int a = agg[A.col[p]]; a >= 0)
+          acc.at(out, a) += t[A.col[p]] * ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * DD]);
+      const ConstBlockMap<D> inv{level.block_inv.data() + static_cast<std::size_t>(k) * DD};
+      for (int q = row_first; q < out.num_blocks(); ++q) {
+        BlockMap<D> block(&out.values[static_cast<std::size_t>(q) * DD]);
+        block = (-omega * inv * block).eval();
+        if (out.col[q] == agg[k]) block.diagonal().array() += t[k];
+      }
+      count += A.row_start[k + 1] - A.row_start[k];
+      acc.end_row(out);
     }
-    products += A.row_start[k + 1] - A.row_start[k];
-    acc.end_row(P);
-  }
-  const DoubleBlocks AP = multiply<D>(A, P, num_agg, products);
-  next.A = multiply<D>(transpose<D>(P, num_agg), AP, num_agg, products);
+  });
+  const DoubleBlocks AP = multiply<D>(A, P, num_agg, products, halves);
+  next.A = multiply<D>(transpose<D>(P, num_agg), AP, num_agg, products, halves);
   level.P = to_float(P, DD);
   setup_flops_ += kProductFlopCost * products * D * DD + 2.0 * power_iterations * A.num_blocks() * DD;
   cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * P.num_blocks() + 2.0 * nn) * DD;
