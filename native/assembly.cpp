@@ -103,10 +103,10 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
 
   if (contacts) contacts->clear();
   if (!colliders_.empty())
-    for (int i = 0; i < nm; ++i) {
-      ContactState where;
-      const ContactForce c = contact(kin, i, definite_newton_, &where);
-      if (where.mass < 0) continue;
+    for (const Touch& touch : touches(kin)) {
+      const ContactState& where = touch.where;
+      const ContactForce& c = touch.force;
+      const int i = where.mass;
       if (contacts) contacts->push_back(where);
       if (F) {
         F->template segment<D>(D * i) += c.f.template head<D>();
@@ -127,6 +127,29 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     }
     ++pair;
   }
+}
+
+template <int D>
+std::vector<typename System<D>::Touch> System<D>::touches(const Kinematics& kin) const {
+  const int nm = num_masses();
+  const bool definite = definite_newton_;
+  auto find = [&](int first, int last) {
+    std::vector<Touch> found;
+    for (int i = first; i < last; ++i) {
+      Touch t;
+      t.force = contact(kin, i, definite, &t.where);
+      if (t.where.mass >= 0) found.push_back(t);
+    }
+    return found;
+  };
+  if (!split_work_) return find(0, nm);
+  std::vector<Touch> part[2];
+  TwoWay::shared().run([&](int half) {
+    std::vector<Touch> mine = find(half == 0 ? 0 : nm / 2, half == 0 ? nm / 2 : nm);
+    part[half] = std::move(mine);  // not built in place: both vectors' ends share a cache line
+  });
+  part[0].insert(part[0].end(), part[1].begin(), part[1].end());
+  return std::move(part[0]);
 }
 
 template <int D>

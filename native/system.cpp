@@ -297,7 +297,7 @@ double System<D>::potential_energy() const {
     e += spring_energy(s, L - s.length);
   }
   if (!colliders_.empty())
-    for (int i = 0; i < num_masses(); ++i) e += contact(kin, i, false).energy;
+    for (const Touch& touch : touches(kin)) e += touch.force.energy;
   return e;
 }
 

@@ -295,6 +295,13 @@ class System {
   // `state`, if given, receives where it touches (mass -1: nowhere).
   ContactForce contact(const Kinematics& kin, int i, bool definite,
                        ContactState* state = nullptr) const;
+  // Every mass touching a collider, in mass order, with its contact force (the masses in
+  // two halves at once on big systems: the nearest-point searches dominate contact).
+  struct Touch {
+    ContactState where;
+    ContactForce force;
+  };
+  std::vector<Touch> touches(const Kinematics& kin) const;
   // The masses touching a collider at the last assembly of Newton's matrix (for
   // limit_contact_corrections); written by forces_and_matrix only.
   std::vector<ContactState> contacts_;

@@ -169,6 +169,28 @@ def test_small_sheet_drapes_over_a_sphere():
     assert (np.linalg.norm(mss.contact_forces(), axis=1) > 0).sum() >= 4  # it lies on it
 
 
+def test_split_contact_search_gives_the_same_numbers():
+    """Big systems look for their masses' contacts in two halves at once (System::touches);
+    the halves and their order are fixed, so the numbers are bit for bit those without the
+    helper thread."""
+    def run(allow):
+        ms._core._allow_helper_thread(allow)
+        try:
+            mss = sheet(33, 0.55)
+            assert len(mss.masses) >= ms._core.SPLIT_MIN_MASSES
+            mss.set_colliders(*sphere(0.5), 0.02, 0.3)
+            for _ in range(3):
+                mss.simulate(1 / 24, 5)
+            return mss.positions.copy(), mss.contact_forces()
+        finally:
+            ms._core._allow_helper_thread(True)
+
+    alone, alone_forces = run(False)
+    helped, helped_forces = run(True)
+    assert (np.linalg.norm(alone_forces, axis=1) > 0).sum() >= 4  # it touched
+    assert np.array_equal(alone, helped) and np.array_equal(alone_forces, helped_forces)
+
+
 @pytest.mark.slow
 def test_sheet_33_drapes_over_a_sphere():
     closest, outside, _ = drape(33)
