@@ -247,6 +247,29 @@ void set_colliders(System<D>& s, const Arr& vertices, const IdxArr& triangles,
   s.set_colliders(v, t, per_triangle(thickness, "thickness"), per_triangle(friction, "friction"));
 }
 
+// _collider_queries: Colliders::nearest and Colliders::crosses at many points (tests).
+py::tuple collider_queries(const Arr& vertices, const IdxArr& triangles, double thickness,
+                           const Arr& points, const Arr& ends) {
+  System<3> holder;
+  set_colliders(holder, vertices, triangles, Arr(py::float_(thickness)), Arr(py::float_(0.0)));
+  if (points.ndim() != 2 || points.shape(1) != 3 || ends.ndim() != 2 || ends.shape(0) != points.shape(0) ||
+      ends.shape(1) != 3)
+    throw InputError("_collider_queries: points and ends must have the same shape (N, 3)");
+  const py::ssize_t n = points.shape(0);
+  py::array_t<double> distance(n), normal({n, static_cast<py::ssize_t>(3)});
+  py::array_t<bool> crosses(n);
+  const Colliders& colliders = holder.colliders();
+  for (py::ssize_t k = 0; k < n; ++k) {
+    const Vec3 p(points.at(k, 0), points.at(k, 1), points.at(k, 2));
+    const Vec3 e(ends.at(k, 0), ends.at(k, 1), ends.at(k, 2));
+    const ContactPoint c = colliders.nearest(p, 0.0);
+    distance.mutable_at(k) = c.touching ? c.distance : std::numeric_limits<double>::infinity();
+    for (int j = 0; j < 3; ++j) normal.mutable_at(k, j) = c.normal(j);
+    crosses.mutable_at(k) = colliders.crosses(p, e, 0.0);
+  }
+  return py::make_tuple(distance, normal, crosses);
+}
+
 // mass_spring.from_arrays normalizes the arrays and checks them with vertex- and
 // edge-based messages; build_from_arrays checks sizes, indices and values again.
 template <int D>
@@ -745,6 +768,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("_allow_helper_thread", [](bool on) { ms::TwoWay::shared().allow_helper(on); },
         "Whether big systems may run half of their loops on the helper thread (default: on "
         "with two or more cores). For tests and benchmarks: the numbers are the same.");
+  m.def("_collider_queries", &collider_queries, py::arg("vertices"), py::arg("triangles"),
+        py::arg("thickness"), py::arg("points"), py::arg("ends"),
+        "For tests of the colliders' box tree against brute force: for each point, the "
+        "distance to the nearest collider triangle within the thickness (inf: none) and the "
+        "normal there, and whether the segment from the point to `ends` crosses a triangle.");
   m.attr("SPLIT_MIN_MASSES") = System<3>::kSplitMinMasses;
   m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
   m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = System<3>::kMultigridMinMassesControlled;

@@ -145,15 +145,18 @@ FloatBlocks to_float(const DoubleBlocks& X, int DD) {
   return out;
 }
 
-// The strictly lower blocks of A in float, for the smoother. With middle > 0, the blocks of
-// the rows k >= middle whose column is below middle come first in their rows, and
-// first_inner[k] is where the rest start (first_inner[k] = the row's start for k < middle).
-FloatBlocks smoother_blocks(const DoubleBlocks& A, int DD, int middle, std::vector<int>& first_inner) {
-  FloatBlocks out;
+// The pattern of A's strictly lower blocks, for the smoother: lower's rows and columns,
+// and the block of A each comes from (source). With middle > 0, the blocks of the rows
+// k >= middle whose column is below middle come first in their rows, and first_inner[k] is
+// where the rest start (first_inner[k] = the row's start for k < middle).
+void smoother_pattern(const DoubleBlocks& A, int DD, int middle, FloatBlocks& lower, std::vector<int>& source,
+                      std::vector<int>& first_inner) {
+  lower = FloatBlocks();
+  source.clear();
   first_inner.assign(A.rows(), 0);
   auto append = [&](int p) {
-    out.col.push_back(A.col[p]);
-    for (int e = 0; e < DD; ++e) out.values.push_back(static_cast<float>(A.values[static_cast<std::size_t>(p) * DD + e]));
+    lower.col.push_back(A.col[p]);
+    source.push_back(p);
   };
   for (int k = 0; k < A.rows(); ++k) {
     const int p0 = A.row_start[k], p1 = A.row_start[k + 1];
@@ -161,12 +164,20 @@ FloatBlocks smoother_blocks(const DoubleBlocks& A, int DD, int middle, std::vect
     if (split_row)
       for (int p = p0; p < p1; ++p)
         if (A.col[p] < middle) append(p);
-    first_inner[k] = out.num_blocks();
+    first_inner[k] = lower.num_blocks();
     for (int p = p0; p < p1; ++p)
       if (A.col[p] < k && !(split_row && A.col[p] < middle)) append(p);
-    out.row_start.push_back(out.num_blocks());
+    lower.row_start.push_back(lower.num_blocks());
   }
-  return out;
+  lower.values.resize(source.size() * DD);
+}
+
+// Calls rows(first, last) for [0, num_rows) in two halves at once when `halves` is given.
+template <class Rows>
+void in_halves(int num_rows, TwoWay* halves, const Rows& rows) {
+  if (!halves) return rows(0, num_rows);
+  const int middle = num_rows / 2;
+  halves->run([&](int h) { h == 0 ? rows(0, middle) : rows(middle, num_rows); });
 }
 
 int find_block(const DoubleBlocks& X, int row, int col) {
@@ -354,9 +365,8 @@ void prolongation_product(const FloatBlocks& P, const double* in, double* out, i
 }
 
 template <int D>
-bool invert_blocks(const DoubleBlocks& A, std::vector<double>& inv) {
-  inv.resize(static_cast<std::size_t>(A.rows()) * D * D);
-  for (int k = 0; k < A.rows(); ++k) {
+bool invert_blocks(const DoubleBlocks& A, std::vector<double>& inv, int first, int last) {
+  for (int k = first; k < last; ++k) {
     const int p = find_block(A, k, k);
     if (p < 0) return false;
     const Block<D> out = ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * D * D]).inverse();
@@ -377,9 +387,23 @@ std::vector<std::pair<long, long>> SmoothedAggregation::level_sizes() const {
 }
 
 bool SmoothedAggregation::prepare_smoother(Level& level) const {
-  level.middle = level.num_nodes() >= kSplitSmootherNodes ? level.num_nodes() / 2 : 0;
-  level.lower = smoother_blocks(level.A, dim_ * dim_, level.middle, level.first_inner);
-  return dim_ == 3 ? invert_blocks<3>(level.A, level.block_inv) : invert_blocks<2>(level.A, level.block_inv);
+  const int nn = level.num_nodes(), DD = dim_ * dim_;
+  if (static_cast<int>(level.first_inner.size()) != nn) {  // a new level: its pattern first
+    level.middle = nn >= kSplitSmootherNodes ? nn / 2 : 0;
+    smoother_pattern(level.A, DD, level.middle, level.lower, level.lower_source, level.first_inner);
+    level.block_inv.resize(static_cast<std::size_t>(nn) * DD);
+  }
+  bool ok[2] = {true, true};
+  in_halves(nn, halves, [&](int first, int last) {
+    for (int q = level.lower.row_start[first]; q < level.lower.row_start[last]; ++q)
+      for (int e = 0; e < DD; ++e)
+        level.lower.values[static_cast<std::size_t>(q) * DD + e] =
+            static_cast<float>(level.A.values[static_cast<std::size_t>(level.lower_source[q]) * DD + e]);
+    const bool inverted = dim_ == 3 ? invert_blocks<3>(level.A, level.block_inv, first, last)
+                                    : invert_blocks<2>(level.A, level.block_inv, first, last);
+    if (!inverted) ok[first == 0 ? 0 : 1] = false;
+  });
+  return ok[0] && ok[1];
 }
 
 bool SmoothedAggregation::same_topology(const ElementMatrix& elements) const {
@@ -424,33 +448,41 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
 // give translations energy, which the coarse levels are built to leave free).
 void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   const int D = dim_, DD = D * D;
-  std::vector<double>& values = levels_[0].A.values;
-  std::fill(values.begin(), values.end(), 0.0);
-  auto add = [&](int block, const double* S, double sign) {
-    for (int e = 0; e < DD; ++e) values[static_cast<std::size_t>(block) * DD + e] += sign * S[e];
-  };
-  double S[9];
-  for (int i = 0; i < elements.num_masses(); ++i)
-    for (int r = 0; r < D; ++r) values[static_cast<std::size_t>(diagonal_[i]) * DD + r * D + r] = elements.mass_value(i);
-  for (int i : elements.block_nodes()) {
-    const double* B = elements.node_block(i);
-    for (int r = 0; r < D; ++r)
-      for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
-    add(diagonal_[i], S, 1.0);
-  }
-  for (int p = 0; p < elements.num_pairs(); ++p) {
-    const auto [a, b] = elements.pair_nodes(p);
-    if (a == b || left_out(p)) continue;
-    const double* W = elements.pair_block(p);
-    for (int r = 0; r < D; ++r)
-      for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
-    if (a >= 0) add(diagonal_[a], S, 1.0);
-    if (b >= 0) add(diagonal_[b], S, 1.0);
-    if (pair_blocks_[p][0] >= 0) {
-      add(pair_blocks_[p][0], S, -1.0);
-      add(pair_blocks_[p][1], S, -1.0);
+  DoubleBlocks& A = levels_[0].A;
+  // Each half of the rows adds what lands in its own blocks, in the pairs' order: the sums
+  // are those of one pass.
+  in_halves(A.rows(), halves, [&](int first, int last) {
+    auto mine = [&](int node) { return node >= first && node < last; };
+    auto add = [&](int block, const double* S, double sign) {
+      for (int e = 0; e < DD; ++e) A.values[static_cast<std::size_t>(block) * DD + e] += sign * S[e];
+    };
+    std::fill(A.values.begin() + static_cast<std::ptrdiff_t>(A.row_start[first]) * DD,
+              A.values.begin() + static_cast<std::ptrdiff_t>(A.row_start[last]) * DD, 0.0);
+    double S[9];
+    for (int i = first; i < last; ++i)
+      for (int r = 0; r < D; ++r) A.values[static_cast<std::size_t>(diagonal_[i]) * DD + r * D + r] = elements.mass_value(i);
+    for (int i : elements.block_nodes()) {
+      if (!mine(i)) continue;
+      const double* B = elements.node_block(i);
+      for (int r = 0; r < D; ++r)
+        for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
+      add(diagonal_[i], S, 1.0);
     }
-  }
+    for (int p = 0; p < elements.num_pairs(); ++p) {
+      const auto [a, b] = elements.pair_nodes(p);
+      const bool at_a = a >= 0 && mine(a), at_b = b >= 0 && mine(b);
+      if (a == b || left_out(p) || !(at_a || at_b)) continue;
+      const double* W = elements.pair_block(p);
+      for (int r = 0; r < D; ++r)
+        for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
+      if (at_a) add(diagonal_[a], S, 1.0);
+      if (at_b) add(diagonal_[b], S, 1.0);
+      if (pair_blocks_[p][0] >= 0) {
+        if (at_a) add(pair_blocks_[p][0], S, -1.0);
+        if (at_b) add(pair_blocks_[p][1], S, -1.0);
+      }
+    }
+  });
 }
 
 // One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),

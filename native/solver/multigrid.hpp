@@ -90,6 +90,7 @@ class SmoothedAggregation {
     // is where row k's blocks within its own half start.
     int middle = 0;
     std::vector<int> first_inner;
+    std::vector<int> lower_source;  // the block of A each block of `lower` holds
     Blocks<float> P;  // prolongation from the next level (its nodes are the columns)
     int num_nodes() const { return A.rows(); }
   };
@@ -101,7 +102,7 @@ class SmoothedAggregation {
   void finest_pattern(const ElementMatrix& elements);
   // Level 0's values: mass, node blocks and sym(W) of every pair.
   void fill_finest(const ElementMatrix& elements);
-  // The smoother's data of a level from its A.
+  // The smoother's data of a level from its A (the pattern only for a new level).
   bool prepare_smoother(Level& level) const;
   // Builds the level below level l into `next`.
   template <int D>
