@@ -480,6 +480,21 @@ void bind_system(py::module_& m, const std::string& name) {
             if (n < 0 || n > 60) throw InputError("max_halvings must lie in [0, 60]");
             s.max_halvings = n;
           })
+      .def_property(
+          "_newton_matrix",
+          [](const S& s) {
+            using M = typename S::NewtonMatrix;
+            return s.newton_matrix == M::Exact ? "exact" : s.newton_matrix == M::OnDemand ? "on_demand" : "projected";
+          },
+          [](S& s, const std::string& name) {
+            using M = typename S::NewtonMatrix;
+            if (name == "projected") s.newton_matrix = M::Projected;
+            else if (name == "exact") s.newton_matrix = M::Exact;
+            else if (name == "on_demand") s.newton_matrix = M::OnDemand;
+            else throw InputError("_newton_matrix must be 'projected', 'exact' or 'on_demand', got '" + name + "'");
+          },
+          "Hidden, for the step-solve measurements (scripts/bench_step_solve.py): Newton's "
+          "matrix in implicit steps.")
       .def_property_readonly("time", &S::time)
       // -- arrays
       .def_property(

@@ -202,7 +202,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   double err_prev = std::numeric_limits<double>::infinity(), fraction = 1.0;
   double correction_err = std::numeric_limits<double>::infinity();
   NewtonErrorTest newton_test;
-  definite_newton_ = true;
+  definite_newton_ = newton_matrix == NewtonMatrix::Projected;
   for (int it = 0; it <= max_newton_iterations; ++it) {
     q1 = step.q_pred + step.bq * acc;
     v1 = step.v_pred + step.bv * acc;
@@ -276,6 +276,10 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     }
     if (it == max_newton_iterations) break;
     correction_err = std::numeric_limits<double>::infinity();
+    if (newton_matrix == NewtonMatrix::OnDemand && err > err_prev && !definite_newton_) {
+      definite_newton_ = true;  // the error grew: projected from here on, from this iterate
+      lin_.invalidate_factor();
+    }
     if (it >= 3 && err > err_prev && fraction == 1.0) {
       fraction = 0.5;
       acc = acc_prev + fraction * delta.head(nm);

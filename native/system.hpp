@@ -136,6 +136,12 @@ class System {
     tolerance = t;
   }
   int max_halvings = 12;
+  // Newton's matrix in implicit steps (docs/performance.md, "The step solve"): projected
+  // (the default: compressed springs' and pushing rods' negative stiffness left out),
+  // exact (the Jacobian), or exact until the error grows within a step, projected from
+  // there on (project on demand). Kept for the measurements that chose the default.
+  enum class NewtonMatrix { Projected, Exact, OnDemand };
+  NewtonMatrix newton_matrix = NewtonMatrix::Projected;
   // Error control (0, the default: off). With tolerance > 0 the implicit integrators take
   // steps of any size up to tend/steps, chosen so that each step's local error estimate,
   // as a weighted RMS over the masses, stays within tolerance × length scale and the

@@ -237,3 +237,27 @@ def test_a_snap_through_truss_stays_on_its_stable_branch():
     controlled_low, controlled_end = lowest(1e-2, 1)
     assert controlled_low > middle and controlled_end > middle
     assert controlled_end == pytest.approx(fine_end, abs=0.02)
+
+
+@pytest.mark.parametrize("matrix", ["projected", "exact", "on_demand"])
+def test_every_newton_matrix_keeps_the_truss_up_and_a_free_mass_exact(matrix):
+    """The step-solve choices measured in scripts/bench_step_solve.py: each keeps the
+    truss on its stable branch under error control at long steps, and one Newton
+    correction gives a free mass's exact fall (a linear system), whatever the matrix."""
+    rise, k = 0.1, 1e4
+    length = math.hypot(1.0, rise)
+    y = np.linspace(1e-4, rise, 10001)
+    critical = (2 * k * (length - np.sqrt(1 + y * y)) * y / np.sqrt(1 + y * y)).max()
+    mss = von_mises_truss(0.52 * critical, rise, k)
+    mss.tolerance = 1e-2
+    mss._newton_matrix = matrix
+    assert mss._newton_matrix == matrix
+    for _ in range(10):
+        mss.simulate(0.5, 1)
+        assert mss.masses[0].pos[1] > 0.05  # the unstable middle branch is near 0.03
+    free = ms.from_arrays(np.array([[0.0, 0.0, 1.0]]), 1.0, gravity=[0, 0, -9.81])
+    free._newton_matrix = matrix
+    free.simulate(0.5, 10)
+    assert free.vertex_positions()[0, 2] == pytest.approx(1.0 - 0.5 * 9.81 * 0.25, abs=1e-9)
+    with pytest.raises(ValueError, match="projected"):
+        free._newton_matrix = "newest"
