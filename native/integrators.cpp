@@ -364,18 +364,24 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
 }
 
 template <int D>
-void System<D>::advance(double h, const FixPath<D>& path, int depth) {
-  std::string why;
-  const bool ok = is_explicit(integrator) ? explicit_step(h, path, why)
-                                          : implicit_step(h, path, why);
+void System<D>::require_bounded_positions() const {
   const double bound = 1e12 * length_scale_;
-  if (ok && state_.q.size() > 0 && state_.q.cwiseAbs().maxCoeff() > bound) {
-    // Committed but absurd: the run has diverged; no halving brings it back.
+  if (state_.q.size() > 0 && state_.q.cwiseAbs().maxCoeff() > bound) {
+    // Committed but absurd: the run has diverged, or flown off; no halving brings it back
+    // (test_core_input.py, test_a_mass_flying_off_stops_the_run_under_error_control).
     throw SimulationError("the simulation diverged at t=" + fmt(state_.time) +
                           " (positions beyond " + fmt(bound) + "); with " +
                           integrator_name(integrator) +
                           " use more steps, or an implicit integrator");
   }
+}
+
+template <int D>
+void System<D>::advance(double h, const FixPath<D>& path, int depth) {
+  std::string why;
+  const bool ok = is_explicit(integrator) ? explicit_step(h, path, why)
+                                          : implicit_step(h, path, why);
+  if (ok) require_bounded_positions();
   if (ok) return;
   if (depth >= max_halvings || is_explicit(integrator))
     throw SimulationError("step from t=" + fmt(state_.time) + " with h=" + fmt(h) +
@@ -521,6 +527,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
                               : std::numeric_limits<double>::infinity();
     const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_scale);
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
+      require_bounded_positions();
       ++total_steps;
       strict_newton_ = false;
       // The local error is O(h^3): the step that would just meet the tolerance, with a
@@ -585,8 +592,10 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
     }
   } guard{busy_, interrupted_};
   interrupted_ = std::move(interrupted);
-  if (!(std::isfinite(tend) && tend > 0))
-    throw InputError("simulate: tend must be a positive duration, got " + fmt(tend));
+  // At most 1e9 s, like every other magnitude: a call of 1e12 s under error control takes
+  // days of steps of the size the physics allows (found by tests/fuzz_core.py).
+  if (!(std::isfinite(tend) && tend > 0 && tend <= 1e9))
+    throw InputError("simulate: tend must be a positive duration of at most 1e9 s, got " + fmt(tend));
   if (steps < 1)
     throw InputError("simulate: steps must be >= 1, got " + std::to_string(steps));
   if (!(std::isfinite(rho_inf) && rho_inf >= 0 && rho_inf <= 1))
@@ -650,6 +659,7 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   template bool System<D>::reproject_accelerations() const;                            \
   template bool System<D>::explicit_step(double, const FixPath<D>&, std::string&);     \
   template void System<D>::advance(double, const FixPath<D>&, int);                    \
+  template void System<D>::require_bounded_positions() const;                          \
   template void System<D>::simulate(double, int, std::function<bool()>);               \
   template double System<D>::rms_acceleration(const VectorXd&) const;                   \
   template bool System<D>::passes_through_collider(const VectorXd&, const VectorXd&, double) const; \

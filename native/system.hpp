@@ -236,6 +236,8 @@ class System {
   // test_two_threads_cannot_simulate_one_system). Changes raise while it runs.
   std::atomic<bool> busy_{false};
   void require_idle(const char* change) const;
+  // SimulationError when a committed step left positions beyond 1e12 length scales.
+  void require_bounded_positions() const;
   void ensure_pattern();
   // Consistent acceleration and multipliers at (q, v, t).
   void consistent_acceleration(const VectorXd& q, const VectorXd& v, double t,

@@ -114,7 +114,7 @@ setup_venv() {
 import sys
 from importlib import metadata
 bpy_version, extra = sys.argv[1], sys.argv[2:]
-wanted = {"bpy": bpy_version, "numpy": None, "pytest": None, "matplotlib": None,
+wanted = {"bpy": bpy_version, "numpy": None, "pytest": None, "matplotlib": None, "hypothesis": None,
           "scikit-build-core": None, "pybind11": None, "cmeel-eigen": None}
 wanted.update({name: None for name in extra})
 missing = []
@@ -134,7 +134,7 @@ PY
         "$vpy" -m pip install --disable-pip-version-check --progress-bar off -qq $missing \
             || die "$dir: 'pip install $missing' failed (see above)"
     else
-        say "$dir: bpy $bpy_version, numpy, pytest, matplotlib already installed"
+        say "$dir: bpy $bpy_version, numpy, pytest, hypothesis, matplotlib already installed"
     fi
 
     if [ "$BUILD_CORE" = 1 ] && [ "$PORTABLE" = 0 ]; then

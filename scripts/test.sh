@@ -9,6 +9,10 @@
 #                                     to rebuild while working on it)
 #   bash scripts/test.sh --slow       everything, including the long physics checks
 #   bash scripts/test.sh --no-311     only .venv
+#   bash scripts/test.sh --no-sanitize  without the last stage: the core built with
+#                                     AddressSanitizer and UndefinedBehaviorSanitizer
+#                                     (build/sanitize-site), the core's tests and the
+#                                     fuzzer (tests/fuzz_core.py) run under them in .venv
 #   bash scripts/test.sh -- -k bake   extra arguments for pytest
 #
 # Exits non-zero when setup fails, a test fails, or pytest collects no test at all.
@@ -17,6 +21,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
 SLOW=0
+SANITIZE=1
 WITH_311=1
 PORTABLE=1
 PYTEST_EXTRA=()
@@ -26,7 +31,8 @@ while [ $# -gt 0 ]; do
         --no-311) WITH_311=0 ;;
         --native) PORTABLE=0 ;;
         --) shift; PYTEST_EXTRA=("$@"); break ;;
-        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-sanitize) SANITIZE=0 ;;
+        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "test.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -51,20 +57,21 @@ REPORTS="$REPO/build/test-reports"
 mkdir -p "$REPORTS"
 STATUS=0
 SUMMARY=()
-for venv in "${VENVS[@]}"; do
-    label="$("$venv/bin/python" -c 'import sys, bpy; print(f"bpy {bpy.app.version_string.split()[0]}, Python {sys.version.split()[0]}")' 2>/dev/null || echo "$venv")"
-    xml="$REPORTS/$(basename "$venv").xml"
+# run_suite NAME LABEL PYTHON [pytest args...]: one pytest run, its counts into SUMMARY.
+run_suite() {
+    local name="$1" label="$2" python="$3" xml rc counts t=$SECONDS
+    shift 3
+    xml="$REPORTS/$name.xml"
     rm -f "$xml"
-    echo "[test] ===== pytest in $venv ($label) =====" >&2
-    t=$SECONDS
-    "$venv/bin/python" -m pytest "${MARK[@]}" -ra -p no:cacheprovider --junitxml="$xml" "${PYTEST_EXTRA[@]}"
+    echo "[test] ===== pytest: $name ($label) =====" >&2
+    "$python" -m pytest "${MARK[@]}" -ra -p no:cacheprovider --junitxml="$xml" "$@"
     rc=$?
     if [ $rc -eq 5 ]; then
-        echo "[test] $venv: pytest collected no tests: that is a failure" >&2
+        echo "[test] $name: pytest collected no tests: that is a failure" >&2
         rc=1
     fi
     [ $rc -ne 0 ] && STATUS=1
-    counts="$("$venv/bin/python" - "$xml" <<'PY' 2>/dev/null
+    counts="$("$python" - "$xml" <<'PY' 2>/dev/null
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 suites = [root] if root.tag == "testsuite" else list(root)
@@ -73,8 +80,44 @@ print(n["tests"] - n["failures"] - n["errors"] - n["skipped"], n["failures"] + n
 PY
 )"
     [ -n "$counts" ] || counts="0 1 0"
-    SUMMARY+=("$venv|$label|$counts|$rc|$((SECONDS - t))")
+    SUMMARY+=("$name|$label|$counts|$rc|$((SECONDS - t))")
+}
+
+for venv in "${VENVS[@]}"; do
+    label="$("$venv/bin/python" -c 'import sys, bpy; print(f"bpy {bpy.app.version_string.split()[0]}, Python {sys.version.split()[0]}")' 2>/dev/null || echo "$venv")"
+    run_suite "$(basename "$venv")" "$label" "$venv/bin/python" "${PYTEST_EXTRA[@]}"
 done
+
+# The core built with AddressSanitizer and UndefinedBehaviorSanitizer, in its own folder
+# (build/sanitize-site, first on PYTHONPATH); Python itself is not instrumented, so the
+# sanitizers' runtimes are preloaded. Any finding aborts the process: a failed test.
+if [ "$SANITIZE" = 1 ]; then
+    t=$SECONDS
+    asan="$(${CXX:-g++} -print-file-name=libasan.so)"
+    ubsan="$(${CXX:-g++} -print-file-name=libubsan.so)"
+    if [ ! -f "$asan" ] || [ ! -f "$ubsan" ]; then
+        echo "[test] sanitizers: the compiler has no libasan.so/libubsan.so (install them, or pass --no-sanitize)" >&2
+        STATUS=1
+        SUMMARY+=("sanitize|ASan+UBSan|0 1 0|1|0")
+    else
+        echo "[test] ===== building the core with ASan and UBSan (build/sanitize) =====" >&2
+        if CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
+            .venv/bin/python -m pip install --disable-pip-version-check -q --no-build-isolation \
+                --no-deps --upgrade --target build/sanitize-site -C cmake.build-type=RelWithDebInfo \
+                -C "cmake.define.CMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+                -C build-dir=build/sanitize . ; then
+            echo "[test] sanitizer build took $((SECONDS - t)) s" >&2
+            LD_PRELOAD="$asan:$ubsan" ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+                PYTHONPATH="$REPO/build/sanitize-site" \
+                run_suite sanitize "ASan+UBSan core, bpy-free tests" .venv/bin/python \
+                tests/test_core_*.py tests/test_fuzz.py "${PYTEST_EXTRA[@]}"
+        else
+            echo "[test] sanitizers: building the core failed (output above)" >&2
+            STATUS=1
+            SUMMARY+=("sanitize|ASan+UBSan|0 1 0|1|$((SECONDS - t))")
+        fi
+    fi
+fi
 
 echo "[test] ===== summary ($((SECONDS - T0)) s in all) =====" >&2
 P=0; F=0; S=0

@@ -173,3 +173,16 @@ def test_masses_and_fixes_added_after_from_arrays_are_the_next_vertices():
     s.simulate(0.1, 10)
     assert s.vertex_positions().shape == (4, 3)
     assert s.vertex_velocities().shape == (4, 3)
+
+
+def test_one_rope_flag_stands_for_every_spring():
+    """from_arrays documents rope as "per spring or scalar"; a scalar used to be refused
+    ("rope: expected 2 flags"), found by tests/fuzz_core.py. A slack rope pulls no mass up."""
+    line = [[0.0, 0.0, 0.0], [0.5, 0.0, 0.0], [1.0, 0.0, 0.0]]
+    for rope in (True, np.True_, 1):
+        mss = ms.from_arrays(line, 1.0, fixed=[True, False, False], springs=[(0, 1), (1, 2)],
+                             stiffness=100.0, rest_length=1.0, rope=rope, gravity=[0, 0, 0])
+        mss.simulate(0.1, 10)  # each link is at half its length: slack, no force at all
+        np.testing.assert_array_equal(mss.positions, np.array(line[1:]))
+    with pytest.raises(ValueError, match=r"rope: expected one flag or 2 flags, got shape \(3,\)"):
+        ms.from_arrays(line, 1.0, springs=[(0, 1), (1, 2)], rope=[True, False, True])

@@ -262,3 +262,18 @@ def test_absurd_magnitudes_are_refused(build, message):
     # Before: accepted, and the run returned rods metres off and energy = inf.
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_a_mass_flying_off_stops_the_run_under_error_control():
+    """A run whose positions pass 1e12 length scales has diverged or flown off: with fixed
+    steps and under error control alike it ends in a SimulationError, not in years of
+    steps; and simulate() takes at most 1e9 s (tests/fuzz_core.py found 1e12 s running on
+    for days of steps under error control)."""
+    mss = ms.from_arrays(np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]), 1.0,
+                         velocities=np.array([[0.0, 0.0, 0.0], [1e9, 0.0, 0.0]]),
+                         springs=[(0, 1)], stiffness=0.0)
+    mss.tolerance = 1e-2
+    with pytest.raises(ms.SimulationError, match="positions beyond"):
+        mss.simulate(5000.0, 10)
+    with pytest.raises(ValueError, match="at most 1e9 s"):
+        mss.simulate(1e12, 42)

@@ -147,8 +147,10 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
             raise ValueError(f"spring {bad} (vertices {sp[bad].tolist()}): {name} must be "
                              f">= 0, got {arr[bad]}")
     rope_mask = np.zeros(ns, dtype=bool) if rope is None else np.asarray(rope, dtype=bool)
+    if rope_mask.ndim == 0:  # one flag for every spring, as the docstring says
+        rope_mask = np.full(ns, bool(rope_mask))
     if rope_mask.shape != (ns,):
-        raise ValueError(f"rope: expected {ns} flags")
+        raise ValueError(f"rope: expected one flag or {ns} flags, got shape {rope_mask.shape}")
 
     cp = _pairs(constraints, n, "constraint")
     nc = len(cp)
