@@ -277,7 +277,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     if (it == max_newton_iterations) break;
     correction_err = std::numeric_limits<double>::infinity();
     if (newton_matrix == NewtonMatrix::OnDemand && err > err_prev && !definite_newton_) {
-      definite_newton_ = true;  // the error grew: projected from here on, from this iterate
+      definite_newton_ = true;  // the error grew: projected from the next assembly on
       lin_.invalidate_factor();
     }
     if (it >= 3 && err > err_prev && fraction == 1.0) {

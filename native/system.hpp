@@ -139,7 +139,7 @@ class System {
   // Newton's matrix in implicit steps (docs/performance.md, "The step solve"): projected
   // (the default: compressed springs' and pushing rods' negative stiffness left out),
   // exact (the Jacobian), or exact until the error grows within a step, projected from
-  // there on (project on demand). Kept for the measurements that chose the default.
+  // the next Newton iteration on (project on demand). Kept for the measurements that chose the default.
   enum class NewtonMatrix { Projected, Exact, OnDemand };
   NewtonMatrix newton_matrix = NewtonMatrix::Projected;
   // Error control (0, the default: off). With tolerance > 0 the implicit integrators take

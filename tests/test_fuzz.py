@@ -14,8 +14,14 @@ FUZZER = Path(__file__).with_name("fuzz_core.py")
 
 
 def fuzz(cases, seed):
-    process = subprocess.run([sys.executable, str(FUZZER), "--cases", str(cases), "--seed", str(seed)],
-                             capture_output=True, text=True, timeout=1800, env=dict(os.environ))
+    command = [sys.executable, str(FUZZER), "--cases", str(cases), "--seed", str(seed)]
+    try:
+        process = subprocess.run(command, capture_output=True, text=True, timeout=1800,
+                                 env=dict(os.environ))
+    except subprocess.TimeoutExpired as hung:
+        output = hung.stdout.decode() if isinstance(hung.stdout, bytes) else (hung.stdout or "")
+        last = output.splitlines()[-1] if output else "(no output)"
+        pytest.fail(f"the fuzzer hung (seed {seed}: {' '.join(command[1:])}). Last case:\n{last[:4000]}")
     lines = process.stdout.splitlines()
     last = lines[-1] if lines else "(no output)"
     assert process.returncode == 0, (

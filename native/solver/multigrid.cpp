@@ -1,6 +1,7 @@
 #include "multigrid.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 namespace ms {
@@ -64,6 +65,13 @@ void reserve_blocks(DoubleBlocks& out, int count, const CountOf& count_of, int f
   for (int p = first; p < first + count; ++p) bound += count_of(p);
   out.col.reserve(bound);
   out.values.reserve(bound * D * D);
+}
+
+// The room reserve_blocks left over in a matrix that is kept: its bound counts every block
+// product, up to tens of times the blocks a Galerkin product keeps.
+void release_spare_room(DoubleBlocks& out) {
+  out.col.shrink_to_fit();
+  out.values.shrink_to_fit();
 }
 
 // Rows [0, num_rows) of a block matrix from build(first, last, out, products), which
@@ -153,7 +161,7 @@ void smoother_pattern(const DoubleBlocks& A, int DD, int middle, FloatBlocks& lo
                       std::vector<int>& first_inner) {
   lower = FloatBlocks();
   source.clear();
-  first_inner.assign(A.rows(), 0);
+  std::vector<int> inner(A.rows(), 0);  // into first_inner last: its size marks a pattern made
   auto append = [&](int p) {
     lower.col.push_back(A.col[p]);
     source.push_back(p);
@@ -164,12 +172,13 @@ void smoother_pattern(const DoubleBlocks& A, int DD, int middle, FloatBlocks& lo
     if (split_row)
       for (int p = p0; p < p1; ++p)
         if (A.col[p] < middle) append(p);
-    first_inner[k] = lower.num_blocks();
+    inner[k] = lower.num_blocks();
     for (int p = p0; p < p1; ++p)
       if (A.col[p] < k && !(split_row && A.col[p] < middle)) append(p);
     lower.row_start.push_back(lower.num_blocks());
   }
   lower.values.resize(source.size() * DD);
+  first_inner = std::move(inner);
 }
 
 // Calls rows(first, last) for [0, num_rows) in two halves at once when `halves` is given.
@@ -393,7 +402,7 @@ bool SmoothedAggregation::prepare_smoother(Level& level) const {
     smoother_pattern(level.A, DD, level.middle, level.lower, level.lower_source, level.first_inner);
     level.block_inv.resize(static_cast<std::size_t>(nn) * DD);
   }
-  bool ok[2] = {true, true};
+  std::atomic<bool> ok{true};
   in_halves(nn, halves, [&](int first, int last) {
     for (int q = level.lower.row_start[first]; q < level.lower.row_start[last]; ++q)
       for (int e = 0; e < DD; ++e)
@@ -401,9 +410,9 @@ bool SmoothedAggregation::prepare_smoother(Level& level) const {
             static_cast<float>(level.A.values[static_cast<std::size_t>(level.lower_source[q]) * DD + e]);
     const bool inverted = dim_ == 3 ? invert_blocks<3>(level.A, level.block_inv, first, last)
                                     : invert_blocks<2>(level.A, level.block_inv, first, last);
-    if (!inverted) ok[first == 0 ? 0 : 1] = false;
+    if (!inverted) ok = false;
   });
-  return ok[0] && ok[1];
+  return ok;
 }
 
 bool SmoothedAggregation::same_topology(const ElementMatrix& elements) const {
@@ -549,6 +558,7 @@ int SmoothedAggregation::coarsen(int l, Level& next) {
   });
   const DoubleBlocks AP = multiply<D>(A, P, num_agg, products, halves);
   next.A = multiply<D>(transpose<D>(P, num_agg), AP, num_agg, products, halves);
+  release_spare_room(next.A);
   level.P = to_float(P, DD);
   setup_flops_ += kProductFlopCost * products * D * DD + 2.0 * power_iterations * A.num_blocks() * DD;
   cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * P.num_blocks() + 2.0 * nn) * DD;
