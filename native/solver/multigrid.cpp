@@ -268,11 +268,7 @@ void jacobi_product(const DoubleBlocks& A, const std::vector<double>& block_inv,
       y.template segment<D>(D * k).noalias() = ConstBlockMap<D>(&block_inv[static_cast<std::size_t>(k) * D * D]) * s;
     }
   };
-  const int nn = A.rows(), middle = nn / 2;
-  if (halves)
-    halves->run([&](int h) { h == 0 ? rows(0, middle) : rows(middle, nn); });
-  else
-    rows(0, nn);
+  in_halves(A.rows(), halves, rows);
 }
 
 // Block Gauss-Seidel on the strictly lower blocks L of a symmetric matrix
@@ -654,13 +650,9 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
     prolongation_product<D, true>(level.P, r.data(), coarse_r.data(), 0, rows);
   }
   cycle<D>(l + 1, coarse_r, coarse_x);
-  if (halves)
-    halves->run([&](int half) {
-      prolongation_product<D, false>(level.P, coarse_x.data(), x.data(), half == 0 ? 0 : middle,
-                                     half == 0 ? middle : rows);
-    });
-  else
-    prolongation_product<D, false>(level.P, coarse_x.data(), x.data(), 0, rows);
+  in_halves(rows, halves, [&](int first, int last) {
+    prolongation_product<D, false>(level.P, coarse_x.data(), x.data(), first, last);
+  });
   r.setZero();
   smooth<D>(level, b, x, r, false);
 }
