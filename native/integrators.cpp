@@ -1,6 +1,7 @@
 // Time integration of System<D>: the Newmark family (generalized-alpha, Newmark, implicit
 // Euler) solved by Newton on (q'', lam) with an index-3 constraint row scaled by 1/(beta h^2),
 // and the explicit methods of the seeds' 1-D page.
+#include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -86,12 +87,17 @@ void System<D>::consistent_acceleration(const VectorXd& q, const VectorXd& v, do
     const bool ok = consistency_lin_.solve(rhs, x);
     if (!ok || !x.allFinite())
       throw SimulationError("could not compute a consistent acceleration at t=" + fmt(t) +
-                            ": the constraints are redundant or degenerate (check for "
-                            "duplicate rods or rods with a length of zero)");
+                            ": the constraints are redundant or degenerate. " +
+                            failure_cures("Check for duplicate rods or rods with a length "
+                                          "of zero"));
     acc = x.head(nm);
     lam = x.tail(nc);
   }
-  if (!acc.allFinite()) throw SimulationError("non-finite acceleration at t=" + fmt(t));
+  if (!acc.allFinite())
+    throw SimulationError("non-finite acceleration at t=" + fmt(t) +
+                          ": a force became infinite. " +
+                          failure_cures("Check for stiffness, damping or gravity out of "
+                                        "scale with the masses"));
 }
 
 template <int D>
@@ -363,6 +369,65 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
   return true;
 }
 
+// A mass held only by rods that all lie in one plane (in 2-D: on one line), three or more
+// of them (two in 2-D), cannot be held against a load across that plane: to first order
+// the rods cannot push it there, to second order they would need to stretch. A flat
+// triangulated plate of rods under gravity is such a network; no step size solves it
+// (test_a_flat_rod_plate_is_named_as_the_cause).
+template <int D>
+std::string System<D>::flat_rod_diagnosis() const {
+  using MatD = Eigen::Matrix<double, D, D>;
+  std::vector<MatD> spread(num_masses(), MatD::Zero());
+  std::vector<int> rods(num_masses(), 0);
+  const Kinematics kin = kinematics(state_.q, state_.v, resting_path(), state_.time);
+  for (const DistanceConstraint& c : constraints_) {
+    const VecD d = kin.pos(c.c[1]) - kin.pos(c.c[0]);
+    if (!(d.norm() > 0)) continue;
+    const VecD n = d.normalized();
+    for (const Connector& end : c.c) {
+      if (end.type == FIX) continue;
+      spread[end.nr] += n * n.transpose();
+      ++rods[end.nr];
+    }
+  }
+  std::vector<int> flat;
+  for (int i = 0; i < num_masses(); ++i) {
+    if (rods[i] < D) continue;
+    // The spread's smallest eigenvalue: the rods' squared sines out of their best plane.
+    const double across = Eigen::SelfAdjointEigenSolver<MatD>(spread[i], Eigen::EigenvaluesOnly)
+                              .eigenvalues()(0);
+    if (across < 1e-6 * rods[i]) flat.push_back(i);
+  }
+  if (flat.empty()) return {};
+  // A system built from arrays names its vertices, as the caller (a mesh) numbers them.
+  const bool by_vertex = !vertices_.empty();
+  if (by_vertex) {
+    std::vector<int> vertex_of(num_masses());
+    for (std::size_t v = 0; v < vertices_.size(); ++v)
+      if (vertices_[v].type == MASS) vertex_of[vertices_[v].nr] = static_cast<int>(v);
+    for (int& i : flat) i = vertex_of[i];
+    std::sort(flat.begin(), flat.end());
+  }
+  std::string names;
+  for (std::size_t k = 0; k < std::min<std::size_t>(flat.size(), 5); ++k)
+    names += (k ? ", " : "") + std::to_string(flat[k]);
+  if (flat.size() > 5) names += " and " + std::to_string(flat.size() - 5) + " more";
+  const bool one = flat.size() == 1;
+  const std::string noun = by_vertex ? (one ? "vertex " : "vertices ") : (one ? "mass " : "masses ");
+  return noun + names +
+         (one ? " is" : " are") + " held only by rods that lie " +
+         (D == 3 ? "in one plane" : "on one line") +
+         ", a flat rod network: rods cannot hold a load across it (they would need to "
+         "stretch), so no step size helps. Cures: give the structure some depth across "
+         "that " + (D == 3 ? "plane" : "line") + ", or make some of those rods springs";
+}
+
+template <int D>
+std::string System<D>::failure_cures(const std::string& usual) const {
+  const std::string flat = constraints_.empty() ? std::string() : flat_rod_diagnosis();
+  return flat.empty() ? usual : "Likely cause: " + flat;
+}
+
 template <int D>
 void System<D>::require_bounded_positions() const {
   const double bound = 1e12 * length_scale_;
@@ -388,10 +453,10 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
                           " failed" +
                           (depth > 0 ? " after halving it " + std::to_string(depth) + " times"
                                      : std::string()) +
-                          ": " + why +
-                          ". Likely cures: more steps (substeps), softer springs or more "
-                          "damping, a smaller rho_inf, or check the input for degenerate "
-                          "geometry");
+                          ": " + why + ". " +
+                          failure_cures("Likely cures: more steps (substeps), softer springs "
+                                        "or more damping, a smaller rho_inf, or check the "
+                                        "input for degenerate geometry"));
   ++halved_steps;
   // A new step size re-excites the index-3 multiplier transient, which successive
   // halvings amplify (accelerations ~ 1/h^2): restart from consistent values instead.
@@ -561,9 +626,9 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
           "step from t=" + fmt(state_.time) + " failed at the smallest step size " + fmt(h) +
           (solved ? std::string(kept ? ": the local error stays above the tolerance"
                                      : ": the energy keeps growing")
-                  : ": " + why) +
-          ". Likely cures: a larger tolerance, softer springs or more damping, or check the "
-          "input for degenerate geometry");
+                  : ": " + why) + ". " +
+          failure_cures("Likely cures: a larger tolerance, softer springs or more damping, or "
+                        "check the input for degenerate geometry"));
   }
   state_.time = t_end;  // what is left is below round-off of the step sizes
   step_proposal_ = h;
@@ -573,7 +638,6 @@ template <int D>
 void System<D>::stop_if_interrupted(const FixPath<D>& path) {
   if (!interrupted_ || !interrupted_()) return;
   state_.fix_pos = kinematics(state_.q, state_.v, path, state_.time).fix_pos;
-  has_stepped_ = true;
   throw Interrupted("simulate() interrupted at t=" + fmt(state_.time) +
                     ": the state is that of the last whole step");
 }
@@ -598,6 +662,12 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
     throw InputError("simulate: tend must be a positive duration of at most 1e9 s, got " + fmt(tend));
   if (steps < 1)
     throw InputError("simulate: steps must be >= 1, got " + std::to_string(steps));
+  // Steps below a picosecond (or below the resolution of the time) are no physics an
+  // implicit step can resolve: its h^2 terms overflow (test_a_step_too_short_is_refused).
+  if (tend / steps < 1e-12 || state_.time + tend / steps == state_.time)
+    throw InputError("simulate: a step of tend/steps = " + fmt(tend / steps) +
+                     " s is too short (at least 1e-12 s, and resolvable at t=" + fmt(state_.time) +
+                     "): give a longer tend or fewer steps");
   if (!(std::isfinite(rho_inf) && rho_inf >= 0 && rho_inf <= 1))
     throw InputError("rho_inf must lie in [0, 1], got " + fmt(rho_inf));
   if (!(newton_tol > 0)) throw InputError("newton_tol must be positive");
@@ -611,6 +681,7 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
     colliders_.end_call();
     return;
   }
+  require_rods_fit_positions();
   ensure_pattern();
   colliders_.begin_call(state_.time, tend);
   // However the call ends, the colliders stay where the state's time has them.
@@ -647,7 +718,6 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   }
   state_.fix_pos = fix_target_;
   colliders_.end_call();
-  has_stepped_ = true;
 }
 
 // The members defined in this file; the class is instantiated in system.cpp.

@@ -186,6 +186,7 @@ void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs) {
             item + ": both ends are the same connector");
   }
   constraints_.insert(constraints_.end(), cs.begin(), cs.end());
+  rods_unchecked_ = true;
   const auto n = static_cast<Eigen::Index>(constraints_.size());
   state_.lam.conservativeResize(n);
   state_.lam.tail(n - static_cast<Eigen::Index>(n0)).setZero();
@@ -207,12 +208,10 @@ template <int D>
 void System<D>::set_fix_pos(int k, const VecD& p) {
   require_idle("move a fix");
   require_magnitude(p, "Fix " + std::to_string(k) + ": position");
+  // The fix moves there linearly during the next simulate() call, the first one included:
+  // an anchor moved before the first call drags its rods from where they fit
+  // (test_moving_fix_is_interpolated_over_the_call, test_animated_pin_drags_a_rod_smoothly).
   fix_target_[k] = p;
-  // Before the first step there is no motion to interpolate: the fix simply is there.
-  if (!has_stepped_) {
-    state_.fix_pos[k] = p;
-    state_.consistent = false;
-  }
 }
 
 template <int D>
@@ -220,6 +219,7 @@ void System<D>::set_pos(int i, const VecD& p) {
   require_magnitude(p, "Mass " + std::to_string(i) + ": position");
   state_.q.template segment<D>(D * i) = p;
   state_.consistent = false;
+  rods_unchecked_ = true;
 }
 
 template <int D>
@@ -250,7 +250,7 @@ void System<D>::set_state(const State<D>& s) {
   consistency_lin_.invalidate_factor();
   step_proposal_ = 0.0;  // error control starts afresh from a restored state
   energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
-  has_stepped_ = true;  // fix writes after a restore mean motion from the restored place
+  rods_unchecked_ = true;
 }
 
 // ---------------------------------------------------------------- kinematics
@@ -376,6 +376,33 @@ double System<D>::max_constraint_violation() const {
   for (const DistanceConstraint& c : constraints_)
     worst = std::max(worst, std::abs((kin.pos(c.c[1]) - kin.pos(c.c[0])).norm() - c.length));
   return worst;
+}
+
+// "mass 3" or "fix 0", as messages name a rod's ends.
+static std::string connector_name(const Connector& c) {
+  return (c.type == FIX ? "fix " : "mass ") + std::to_string(c.nr);
+}
+
+// A rod that starts longer or shorter than the distance of its ends would be snapped to
+// its length in the first step, throwing its masses at hundreds of m/s: refuse it. The
+// allowance (0.1 % of the length) passes what a solved step leaves, so a checkpoint
+// restores (test_a_rod_that_contradicts_the_positions_is_refused).
+template <int D>
+void System<D>::require_rods_fit_positions() {
+  if (!rods_unchecked_) return;
+  const Kinematics kin = kinematics(state_.q, state_.v, resting_path(), state_.time);
+  for (std::size_t j = 0; j < constraints_.size(); ++j) {
+    const DistanceConstraint& c = constraints_[j];
+    const double apart = (kin.pos(c.c[1]) - kin.pos(c.c[0])).norm();
+    if (std::abs(apart - c.length) > 1e-3 * c.length)
+      throw InputError("DistanceConstraint " + std::to_string(j) + " (" + connector_name(c.c[0]) +
+                       " - " + connector_name(c.c[1]) + ") has length " + fmt(c.length) +
+                       " but its ends are " + fmt(apart) + " apart at t=" + fmt(state_.time) +
+                       ": a rod cannot start stretched or compressed (the first step would "
+                       "snap its ends together). Give it the distance of its ends as its "
+                       "length, or move them to its length");
+  }
+  rods_unchecked_ = false;
 }
 
 template <int D>

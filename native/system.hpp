@@ -236,8 +236,13 @@ class System {
   // test_two_threads_cannot_simulate_one_system). Changes raise while it runs.
   std::atomic<bool> busy_{false};
   void require_idle(const char* change) const;
+  void require_rods_fit_positions();
   // SimulationError when a committed step left positions beyond 1e12 length scales.
   void require_bounded_positions() const;
+  // The cures a failed step's message ends with: the flat-rod diagnosis if it applies,
+  // else `usual`.
+  std::string failure_cures(const std::string& usual) const;
+  std::string flat_rod_diagnosis() const;
   void ensure_pattern();
   // Consistent acceleration and multipliers at (q, v, t).
   void consistent_acceleration(const VectorXd& q, const VectorXd& v, double t,
@@ -323,7 +328,9 @@ class System {
   void limit_contact_corrections(const VectorXd& acc_before, double bq, const VectorXd& v_before,
                                  const VectorXd& v_pred, double bv, VectorXd& acc) const;
   State<D> state_;
-  bool has_stepped_ = false;  // a step was taken since building or set_state
+  // Rods and positions were set by the user and not yet checked against each other: the
+  // first simulate() after building, set_state or moving a mass checks them.
+  bool rods_unchecked_ = true;
 
   bool pattern_ready_ = false;  // the Newton matrix's pattern is set up
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step

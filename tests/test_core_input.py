@@ -277,3 +277,56 @@ def test_a_mass_flying_off_stops_the_run_under_error_control():
         mss.simulate(5000.0, 10)
     with pytest.raises(ValueError, match="at most 1e9 s"):
         mss.simulate(1e12, 42)
+
+
+def _rod_pendulum(bob=(1.0, 0.0, 0.0)):
+    s = ms.MassSpringSystem3d()
+    s.gravity = [0, 0, -9.81]
+    f = s.add(ms.Fix([0, 0, 0]))
+    m = s.add(ms.Mass(1.0, list(bob)))
+    s.add(ms.DistanceConstraint(1.0, [f, m]))
+    return s
+
+
+def test_a_rod_that_contradicts_the_positions_is_refused():
+    # Before: the bob was snapped onto the rod at ~40 m/s in the first step, silently.
+    stretched = _rod_pendulum(bob=(1.2, 0.0, 0.0))
+    with pytest.raises(ValueError, match=r"DistanceConstraint 0 \(fix 0 - mass 0\) has length 1 "
+                                         r"but its ends are 1.2 apart"):
+        stretched.simulate(0.01, 1)
+    assert stretched.time == 0.0
+    stretched.masses[0].pos = [1.0, 0.0, 0.0]  # the cure the message names
+    stretched.simulate(0.01, 1)
+
+    # A fix moved before the first call moves there during it, dragging the rod that fits.
+    moved = _rod_pendulum()
+    moved.fixes[0].pos = [0.0, 0.3, 0.0]
+    moved.simulate(0.1, 10)
+    assert moved.max_constraint_violation() < 1e-6
+
+    # A checkpoint of a solved run restores; the same state with the bob pulled off does not.
+    run = _rod_pendulum()
+    run.tolerance = 0.01
+    run.simulate(0.7, 20)
+    state = run.get_state()
+    run.set_state(state)
+    run.simulate(0.1, 4)
+    state["q"] = np.asarray(state["q"]) * 1.1
+    run.set_state(state)
+    with pytest.raises(ValueError, match="cannot start stretched"):
+        run.simulate(0.1, 4)
+
+    # A fix moving after the first step drags the rod along: no check, no error.
+    dragged = _rod_pendulum()
+    dragged.simulate(0.01, 1)
+    dragged.fixes[0].pos = [0.3, 0.0, 0.0]
+    dragged.simulate(0.1, 20)
+    assert dragged.max_constraint_violation() < 1e-6
+
+
+@pytest.mark.parametrize("tend, steps", [(1e-200, 1), (1e-9, 10_000), (1e-3, 2**31 - 1)])
+def test_a_step_too_short_is_refused(tend, steps):
+    # Before: 'the forces became NaN or Inf ... more steps' after 12 halvings.
+    s = _rod_pendulum()
+    with pytest.raises(ValueError, match="is too short"):
+        s.simulate(tend, steps)

@@ -5,6 +5,8 @@ get_state() is a read like the others; checkpoint(), which also restarts the lin
 solvers' factor reuse so that a restore continues identically (test_core_state.py), is a
 command and not read here.
 """
+import math
+
 import numpy as np
 import pytest
 
@@ -21,7 +23,7 @@ def chain_3d():
     mss.add(ms.Spring(0.5, 200.0, (fix, masses[0]), damping=0.4))
     mss.add(ms.Spring(0.5, 150.0, (masses[0], masses[1])))
     mss.add(ms.Chain(0.45, 300.0, (masses[1], masses[2]), damping=0.2))
-    mss.add(ms.DistanceConstraint(0.5, (masses[2], masses[3])))
+    mss.add(ms.DistanceConstraint(math.hypot(0.5, 0.1), (masses[2], masses[3])))
     mss.add(ms.Spring(0.55, 120.0, (masses[3], masses[4]), damping=0.1))
     mss.masses[4].vel = [0, 0.5, 0]
     return mss
@@ -35,7 +37,7 @@ def chain_2d():
     b = mss.add(ms.Mass(0.5, [2, 0.2]))
     mss.add(ms.Spring(1.0, 100.0, (fix, a), damping=0.3))
     mss.add(ms.Chain(1.0, 80.0, (a, b)))
-    mss.add(ms.DistanceConstraint(1.5, (fix, b)))
+    mss.add(ms.DistanceConstraint(math.hypot(2, 0.2), (fix, b)))
     return mss
 
 
