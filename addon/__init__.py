@@ -12,11 +12,12 @@ Where things live:
     ui.py           Properties ▸ Physics panel
     overlay.py      viewport drawing of rigid / rope edges
     add_menu.py     Add ▸ Mesh ▸ Mass–Spring: the seeds' structures as meshes
+    module_exit.py  a clean exit from Blender 4.2's Python module
 """
 
 import bpy
 
-from . import add_menu, cli, operators, overlay, properties, ui
+from . import add_menu, cli, module_exit, operators, overlay, properties, ui
 
 
 class MassSpringPreferences(bpy.types.AddonPreferences):
@@ -37,6 +38,7 @@ _modules = (properties, operators, ui, overlay, add_menu, cli)
 
 
 def register():
+    module_exit.install()  # before the settings' update callbacks exist (module_exit.py)
     bpy.utils.register_class(MassSpringPreferences)
     for module in _modules:
         module.register()

@@ -347,8 +347,12 @@ def bake_objects(scene, objects, overrides: dict, quiet: bool = False) -> list:
 def write_report(path: str, results) -> None:
     """The bake report: one CSV row per baked frame and object (REPORT_COLUMNS)."""
     import csv
+    # Written whole under a temporary name, then renamed: an earlier report is replaced
+    # only by a complete one.
+    folder, name = os.path.split(os.path.abspath(path))
+    part = os.path.join(folder, f".{name}.{os.getpid()}.part")
     try:
-        with open(path, "w", newline="", encoding="utf-8") as handle:
+        with open(part, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(REPORT_COLUMNS)
             for result in results:
@@ -357,8 +361,12 @@ def write_report(path: str, results) -> None:
                                      row.newton_iterations, row.linear_iterations,
                                      f"{row.energy:.9g}", f"{row.max_constraint_error:.3g}",
                                      f"{row.ms:.3f}"])
+        os.replace(part, path)
     except OSError as ex:
         raise CommandError(f"cannot write the report {path!r}: {ex.strerror or ex}") from None
+    finally:
+        if os.path.exists(part):
+            os.remove(part)
     say(f"wrote the bake report {path}")
 
 

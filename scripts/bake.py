@@ -168,7 +168,8 @@ def run(args, cli) -> None:
             render.render_video(scene, args.video, cli.baked_frame_span(scene, objects, args),
                                 args.video_scale)
     except render.RenderFailed as ex:
-        raise cli.BakeFailed(str(ex)) from None
+        raise cli.BakeFailed(f"{ex} (the bake was saved as {output}; a previous render of "
+                             "that name is unchanged)") from None
     say(f"done in {time.perf_counter() - t_start:.1f} s")
 
 

@@ -3,7 +3,9 @@ video, with Workbench (default), Cycles (CPU) or EEVEE."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
 import time
 
@@ -53,10 +55,37 @@ def check_can_render(scene) -> None:
                            "Scene Properties > Camera")
 
 
+@contextlib.contextmanager
+def staged(path: str):
+    """Yield a temporary name beside `path` (same folder, same extension) to write to;
+    rename it to `path` when the block succeeds, remove it when it fails or is interrupted:
+    a failed render leaves the previous file at `path` byte-identical
+    (tests/test_headless.py, test_a_failed_render_leaves_the_previous_picture)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    stem, ext = os.path.splitext(name)
+    os.makedirs(folder, exist_ok=True)
+    part = os.path.join(folder, f".{stem}.{os.getpid()}.part{ext}")
+    try:
+        yield part
+        if os.path.isdir(part):
+            # A folder of frames: each frame replaces its namesake; other files stay.
+            os.makedirs(path, exist_ok=True)
+            for frame in sorted(os.listdir(part)):
+                os.replace(os.path.join(part, frame), os.path.join(path, frame))
+        elif not os.path.isfile(part):
+            raise RenderFailed(f"rendering {path} failed: Blender wrote no file")
+        else:
+            os.replace(part, path)
+    finally:
+        if os.path.isdir(part):
+            shutil.rmtree(part, ignore_errors=True)
+        elif os.path.exists(part):
+            os.remove(part)
+
+
 def render_still(scene, path: str, frame: int | None = None) -> None:
     """Render frame `frame` (default: the current one) to the PNG `path`."""
     path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     if frame is not None:
         scene.frame_set(frame)
     render = scene.render
@@ -65,11 +94,14 @@ def render_still(scene, path: str, frame: int | None = None) -> None:
         image.media_type = "IMAGE"
     image.file_format = "PNG"
     image.color_mode = "RGB"
-    render.filepath = path
+    saved = render.filepath, render.use_file_extension
     t0 = time.perf_counter()
-    bpy.ops.render.render(write_still=True)
-    if not os.path.isfile(path):
-        raise RenderFailed(f"rendering {path} failed")
+    try:
+        with staged(path) as part:
+            render.filepath, render.use_file_extension = part, False
+            bpy.ops.render.render(write_still=True)
+    finally:
+        render.filepath, render.use_file_extension = saved
     say(f"rendered {path} (frame {scene.frame_current}, {render.engine.lower()}, "
         f"{time.perf_counter() - t0:.1f} s)")
 
@@ -81,15 +113,15 @@ def render_video(scene, path: str, frame_range: tuple[int, int], scale: int) -> 
     render = scene.render
     image = render.image_settings
     saved = (scene.frame_start, scene.frame_end, render.resolution_percentage, render.filepath,
-             scene.display.render_aa)
+             scene.display.render_aa, render.use_file_extension)
     scene.frame_start, scene.frame_end = frame_range
     render.resolution_percentage = max(1, min(100, scale))
     # Workbench: FXAA renders each frame once; the sample counts render it that many times.
     scene.display.render_aa = "FXAA"
     ext = os.path.splitext(path)[1].lower()
     path = os.path.abspath(path)
-    if ext in MOVIE_FORMATS and bpy.app.build_options.codec_ffmpeg:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+    movie = ext in MOVIE_FORMATS and bpy.app.build_options.codec_ffmpeg
+    if movie:
         if hasattr(image, "media_type"):
             image.media_type = "VIDEO"
         image.file_format = "FFMPEG"
@@ -97,26 +129,28 @@ def render_video(scene, path: str, frame_range: tuple[int, int], scale: int) -> 
         ff.format = MOVIE_FORMATS[ext]
         ff.codec = "WEBM" if ext == ".webm" else "H264"
         ff.constant_rate_factor = "MEDIUM"
-        render.use_file_extension = False
-        render.filepath = path
         target = path
     else:
         if ext in MOVIE_FORMATS:
             say("this Blender has no FFmpeg: writing PNG frames instead")
             path = os.path.splitext(path)[0]
-        os.makedirs(path, exist_ok=True)
         if hasattr(image, "media_type"):
             image.media_type = "IMAGE"
         image.file_format = "PNG"
-        render.filepath = os.path.join(path, "frame_####")
         target = path + os.sep
     t0 = time.perf_counter()
-    bpy.ops.render.render(animation=True)
+    try:
+        with staged(path) as part:
+            render.use_file_extension = not movie
+            render.filepath = part if movie else os.path.join(part, "frame_####")
+            bpy.ops.render.render(animation=True)
+    finally:
+        scene.frame_start, scene.frame_end = saved[0], saved[1]
+        render.resolution_percentage, render.filepath = saved[2], saved[3]
+        scene.display.render_aa = saved[4]
+        render.use_file_extension = saved[5]
     say(f"rendered {frame_range[1] - frame_range[0] + 1} frames to {target} "
         f"in {time.perf_counter() - t0:.1f} s")
-    scene.frame_start, scene.frame_end = saved[0], saved[1]
-    render.resolution_percentage, render.filepath = saved[2], saved[3]
-    scene.display.render_aa = saved[4]
     if hasattr(image, "media_type"):
         image.media_type = "IMAGE"
     image.file_format = "PNG"

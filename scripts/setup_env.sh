@@ -4,6 +4,9 @@
 #   bash scripts/setup_env.sh             # .venv: Python 3.13 + bpy 5.2.3 (else 3.11 + bpy 5.0.1)
 #   bash scripts/setup_env.sh --with-311  # also .venv311: Python 3.11 + bpy 5.0.1
 #   bash scripts/setup_env.sh --only-311  # only .venv311
+#   bash scripts/setup_env.sh --with-lts  # also .venv42 and .venv45: Python 3.11 + bpy 4.2.23
+#                                         # and 4.5.15, the older LTS releases the manifest
+#                                         # promises (blender_version_min 4.2)
 #   bash scripts/setup_env.sh --portable  # the core as released: manylinux_2_28 wheels built
 #                                         # by scripts/build_extension.py (Zig's compiler),
 #                                         # packed into dist/ and installed into the venvs
@@ -21,6 +24,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
 WITH_311=0
+WITH_LTS=0
 ONLY_311=0
 BUILD_CORE=1
 PORTABLE=0
@@ -29,8 +33,9 @@ for arg in "$@"; do
         --portable) PORTABLE=1 ;;
         --with-311) WITH_311=1 ;;
         --only-311) ONLY_311=1; WITH_311=1 ;;
+        --with-lts) WITH_LTS=1 ;;
         --no-core) BUILD_CORE=0 ;;
-        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "setup_env.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -72,7 +77,7 @@ PY313="$(find_python 3.13 "${MS_PYTHON313:-}" MS_PYTHON313)"
 # run in a shell without pyenv must not replace a 3.13 .venv by a 3.11 one).
 if [ -z "$PY313" ] && python_ok "$REPO/.venv/bin/python" 3.13; then PY313="$REPO/.venv/bin/python"; fi
 PY311=""
-if [ "$WITH_311" = 1 ] || [ -z "$PY313" ]; then
+if [ "$WITH_311" = 1 ] || [ "$WITH_LTS" = 1 ] || [ -z "$PY313" ]; then
     PY311="$(find_python 3.11 "${MS_PYTHON311:-}" MS_PYTHON311)"
     if [ -z "$PY311" ] && python_ok "$REPO/.venv311/bin/python" 3.11; then PY311="$REPO/.venv311/bin/python"; fi
 fi
@@ -205,6 +210,11 @@ if [ "$WITH_311" = 1 ]; then
     else
         setup_venv "$REPO/.venv311" "$PY311" 5.0.1
     fi
+fi
+if [ "$WITH_LTS" = 1 ]; then
+    [ -n "$PY311" ] || die "--with-lts: Python 3.11 was not found (bpy 4.2 and 4.5 need it). $NEED_MSG"
+    setup_venv "$REPO/.venv42" "$PY311" 4.2.23
+    setup_venv "$REPO/.venv45" "$PY311" 4.5.15
 fi
 if [ "$BUILD_CORE" = 1 ] && [ "$PORTABLE" = 1 ]; then
     build_portable

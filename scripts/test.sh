@@ -8,11 +8,14 @@
 #   bash scripts/test.sh --native     the core built by this machine's compiler (quicker
 #                                     to rebuild while working on it)
 #   bash scripts/test.sh --slow       everything, including the long physics checks
-#   bash scripts/test.sh --no-311     only .venv
-#   bash scripts/test.sh --no-sanitize  without the last stage: the core built with
+#   bash scripts/test.sh --no-311     only .venv (and the LTS venvs)
+#   bash scripts/test.sh --no-lts     without .venv42 / .venv45 (bpy 4.2.23 and 4.5.15 on
+#                                     Python 3.11, the oldest Blenders the manifest allows)
+#   bash scripts/test.sh --sanitize   the last stage, on by default: the core built with
 #                                     AddressSanitizer and UndefinedBehaviorSanitizer
 #                                     (build/sanitize-site), the core's tests and the
 #                                     fuzzer (tests/fuzz_core.py) run under them in .venv
+#   bash scripts/test.sh --no-sanitize  without that stage
 #   bash scripts/test.sh -- -k bake   extra arguments for pytest
 #
 # Exits non-zero when setup fails, a test fails, or pytest collects no test at all.
@@ -23,16 +26,19 @@ cd "$REPO"
 SLOW=0
 SANITIZE=1
 WITH_311=1
+WITH_LTS=1
 PORTABLE=1
 PYTEST_EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --slow) SLOW=1 ;;
         --no-311) WITH_311=0 ;;
+        --no-lts) WITH_LTS=0 ;;
         --native) PORTABLE=0 ;;
         --) shift; PYTEST_EXTRA=("$@"); break ;;
+        --sanitize) SANITIZE=1 ;;  # the default; kept so that the command works
         --no-sanitize) SANITIZE=0 ;;
-        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "test.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -41,6 +47,7 @@ done
 T0=$SECONDS
 SETUP_ARGS=()
 [ "$WITH_311" = 1 ] && SETUP_ARGS+=(--with-311)
+[ "$WITH_LTS" = 1 ] && SETUP_ARGS+=(--with-lts)
 [ "$PORTABLE" = 1 ] && SETUP_ARGS+=(--portable)
 # tests/test_release_wheels.py fails instead of skipping when the release wheels are missing.
 export MS_RELEASE_CORE="$PORTABLE"
@@ -49,6 +56,7 @@ echo "[test] setup took $((SECONDS - T0)) s" >&2
 
 VENVS=(.venv)
 [ "$WITH_311" = 1 ] && [ -x .venv311/bin/python ] && VENVS+=(.venv311)
+[ "$WITH_LTS" = 1 ] && VENVS+=(.venv45 .venv42)
 
 MARK=(-m "not slow")
 [ "$SLOW" = 1 ] && MARK=()

@@ -182,7 +182,7 @@ cam = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
 scene.collection.objects.link(cam)
 cam.location, cam.rotation_euler = (0.5, -4.0, 0.5), (1.5708, 0.0, 0.0)
 scene.camera = cam
-scene.render.resolution_x = scene.render.resolution_y = 48
+scene.render.resolution_x = scene.render.resolution_y = 96
 scene.render.film_transparent = True
 colours = {}
 for engine in ("BLENDER_WORKBENCH", "CYCLES"):
