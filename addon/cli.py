@@ -127,13 +127,14 @@ MAX_SUBSTEPS = 10000
 
 
 def object_names(values: list[str]) -> list[str]:
-    """The names in repeated, comma-separated --objects values; "\\," is a comma inside
-    a name ("Rope\\, long")."""
+    """The names in repeated, comma-separated --objects values, each once (an object named
+    twice was baked twice, both into one PC2 file: found by tests/fuzz_bake.py); "\\," is
+    a comma inside a name ("Rope\\, long")."""
     names = []
     for value in values:
         for name in re.split(r"(?<!\\),", value):
             name = name.replace("\\,", ",").strip()
-            if name:
+            if name and name not in names:
                 names.append(name)
     return names
 
@@ -144,8 +145,8 @@ def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> arg
         args.objects = object_names(args.objects)
     if args.rho_inf is not None and not 0.0 <= args.rho_inf <= 1.0:
         parser.error(f"--rho-inf must be between 0 and 1, got {args.rho_inf}")
-    if args.accuracy is not None and not 0.0 <= args.accuracy <= 0.5:
-        parser.error(f"--accuracy must be between 0 and 0.5, got {args.accuracy}")
+    if args.accuracy is not None and not (args.accuracy == 0.0 or 1e-9 <= args.accuracy <= 0.5):
+        parser.error(f"--accuracy must be 0 (fixed steps) or between 1e-9 and 0.5, got {args.accuracy}")
     if args.substeps is not None and not 1 <= args.substeps <= MAX_SUBSTEPS:
         parser.error(f"--substeps must be between 1 and {MAX_SUBSTEPS}, got {args.substeps}")
     for option, frame in (("--frame-start", args.frame_start), ("--frame-end", args.frame_end)):
@@ -201,7 +202,8 @@ def open_input(path: str, *, opened_by_blender: bool = False) -> str:
     if not os.path.isfile(path):
         raise CommandError(f"input file not found: {path}")
     path = os.path.abspath(path)
-    if bpy.data.filepath and os.path.samefile(bpy.data.filepath, path):
+    # (The open file may have been deleted since: found by tests/fuzz_bake.py.)
+    if os.path.isfile(bpy.data.filepath) and os.path.samefile(bpy.data.filepath, path):
         return path
     if opened_by_blender:
         raise CommandError(f"Blender could not open {path}")
@@ -319,6 +321,8 @@ def require_writable(path: str, what: str) -> None:
     """CommandError unless `path` can be written: the nearest existing folder above it
     (missing ones are made when saving) is a writable folder, and the file, if it exists,
     is writable too (tests/test_addon_cli.py)."""
+    if os.path.isdir(path):  # (found by tests/fuzz_bake.py: it failed after the bake)
+        raise CommandError(f"cannot write {what} {path}: it is a folder")
     folder = os.path.dirname(path) or "."
     while not os.path.exists(folder):
         folder = os.path.dirname(folder)

@@ -4,9 +4,12 @@ registered, as the add-on's settings are; Blender 4.5 and 5.x do not. A script t
 and saved everything would still end with exit status -11.
 
 In that module only, the process ends right after Python's own exit work: the exit status
-is remembered (``sys.exit``, an uncaught exception, or 0) and handed to ``os._exit`` from an
-``atexit`` callback, after the standard streams and logging are flushed
-(tests/test_headless.py runs its command in subprocesses; CI runs it on bpy 4.2)."""
+is remembered (the last ``sys.exit``, an uncaught exception, or 0) and handed to
+``os._exit`` from an ``atexit`` callback, after the standard streams and logging are
+flushed (tests/test_headless.py runs its command in subprocesses; CI runs it on bpy 4.2).
+A ``sys.exit`` whose SystemExit was caught stays remembered: a script that catches one
+should end with ``sys.exit(status)`` or call ``remember(status)`` (tests/conftest.py gives
+pytest's)."""
 
 from __future__ import annotations
 
@@ -31,15 +34,20 @@ def install() -> None:
     exit_, excepthook = sys.exit, sys.excepthook
 
     def remembering_exit(code=0):
-        _status["code"] = code
+        remember(code)
         exit_(code)
 
     def remembering_excepthook(kind, value, traceback):
-        _status["code"] = 1
+        remember(1)
         excepthook(kind, value, traceback)
 
     sys.exit, sys.excepthook = remembering_exit, remembering_excepthook
     atexit.register(_exit_now)
+
+
+def remember(code) -> None:
+    """The status the process will exit with (in the module that needs it)."""
+    _status["code"] = code
 
 
 def _exit_now() -> None:

@@ -95,6 +95,8 @@ def test_command_exit_codes_for_bad_input(chain_blend, tmp_path, capfd):
     ("--substeps", str(2 ** 40), "--substeps must be between 1 and 10000"),
     ("--frame-start", str(-2 ** 40), "--frame-start must be within Blender's frame range"),
     ("--frame-end", "2000000000", "--frame-end must be within Blender's frame range"),
+    # Found by tests/fuzz_bake.py: error control at 7e-31 of an edge never finished.
+    ("--accuracy", "7e-31", "--accuracy must be 0 (fixed steps) or between 1e-9 and 0.5"),
 ])
 def test_absurd_counts_are_a_one_line_usage_error(chain_blend, tmp_path, capfd,
                                                    option, value, message):
@@ -105,6 +107,20 @@ def test_absurd_counts_are_a_one_line_usage_error(chain_blend, tmp_path, capfd,
     err = capfd.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_report_or_output_that_is_a_folder_is_refused_before_the_bake(chain_blend, tmp_path, capfd):
+    # Found by tests/fuzz_bake.py: --report naming a folder failed after the bake, whose
+    # PC2 files had already replaced the previous ones.
+    execute = submodule("cli").execute
+    (tmp_path / "folder.blend").mkdir()
+    capfd.readouterr()
+    assert execute([str(chain_blend), "--report", str(tmp_path)]) == 2
+    assert "cannot write --report" in capfd.readouterr().err
+    assert execute([str(chain_blend), "--output", str(tmp_path / "folder.blend")]) == 2
+    err = capfd.readouterr().err
+    assert "cannot write the baked .blend" in err and "it is a folder" in err
+    assert "simulated" not in err  # refused before the bake
 
 
 def test_an_unwritable_output_is_refused_before_the_bake(chain_blend, tmp_path, capfd):
@@ -163,6 +179,17 @@ def test_object_names_may_contain_escaped_commas():
     names = submodule("cli").object_names
     assert names([r"Rope\, long", "Chain, Bridge"]) == ["Rope, long", "Chain", "Bridge"]
     assert names(["A,,B ,"]) == ["A", "B"]
+
+
+def test_an_object_named_twice_is_baked_once(chain_blend, tmp_path):
+    # Found by tests/fuzz_bake.py: "--objects Chain --objects Chain" baked it twice into one
+    # PC2 file and failed halfway, after the first had replaced the previous cache.
+    assert submodule("cli").object_names(["Chain", "Chain,Chain"]) == ["Chain"]
+    out = tmp_path / "x.blend"
+    assert submodule("cli").execute([str(chain_blend), "--objects", "Chain", "--objects", "Chain",
+                                     "--mode", "pc2", "--output", str(out), "--quiet"]) == 0
+    assert out.is_file() and (tmp_path / "Chain.pc2").is_file()
+    assert [p.name for p in tmp_path.iterdir() if ".part" in p.name] == []
 
 
 def test_overrides_do_not_touch_the_settings(chain_blend):

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-FUZZER = Path(__file__).with_name("fuzz_core.py")
+TESTS = Path(__file__).parent
 
 
-def fuzz(cases, seed):
-    command = [sys.executable, str(FUZZER), "--cases", str(cases), "--seed", str(seed)]
+def fuzz(cases, seed, fuzzer="fuzz_core.py"):
+    """Run tests/`fuzzer` for `cases` cases from `seed`; its last line ('done: ...')."""
+    command = [sys.executable, str(TESTS / fuzzer), "--cases", str(cases), "--seed", str(seed)]
     try:
         process = subprocess.run(command, capture_output=True, text=True, timeout=1800,
                                  env=dict(os.environ))
@@ -26,7 +27,7 @@ def fuzz(cases, seed):
     last = lines[-1] if lines else "(no output)"
     assert process.returncode == 0, (
         f"the fuzzer failed (exit {process.returncode}; seed {seed}: "
-        f"python tests/fuzz_core.py --cases {cases} --seed {seed}). Last case:\n{last[:4000]}\n"
+        f"python tests/{fuzzer} --cases {cases} --seed {seed}). Last case:\n{last[:4000]}\n"
         f"{process.stderr[-4000:]}")
     assert last.startswith(f"done: {cases} cases"), last
     return last
