@@ -186,6 +186,33 @@ def test_two_threads_cannot_simulate_one_system():
     assert np.isfinite(mss.positions).all()
 
 
+def test_separate_systems_run_in_parallel_threads_without_the_gil():
+    """Two systems in two threads give the positions they give one after the other, and
+    while they run the interpreter is free: Python code in this thread keeps running."""
+    import threading
+    from mass_spring import presets
+
+    def sheet():
+        return ms.build_system(presets.cloth(20, 20, spacing=1 / 19, pins=[0, 19],
+                                             stiffness=1000.0, damping=0.01))
+
+    alone = [sheet(), sheet()]
+    for s in alone:
+        s.simulate(0.5, 60)
+    together = [sheet(), sheet()]
+    workers = [threading.Thread(target=s.simulate, args=(0.5, 60)) for s in together]
+    for w in workers:
+        w.start()
+    spins = 0
+    while any(w.is_alive() for w in workers):
+        spins += 1  # runs only if simulate() let go of the interpreter lock
+    for w in workers:
+        w.join()
+    assert spins > 1000
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a.positions, b.positions)
+
+
 def test_max_halvings_is_bounded():
     mss = ms.MassSpringSystem3d()
     mss.max_halvings = 60
