@@ -469,9 +469,12 @@ void bind_system(py::module_& m, const std::string& name) {
                                std::to_string(t));
             // Below 1e-9 of an edge the error estimate is round-off: steps would shrink
             // without end (found by tests/fuzz_bake.py: a bake that never finished).
-            if (t > 0 && t < 1e-9)
+            if (t > 0 && t < 1e-9) {
+              std::ostringstream got;
+              got << t;
               throw InputError("tolerance must be 0 (fixed steps) or at least 1e-9, got " +
-                               (std::ostringstream() << t).str());
+                               got.str());
+            }
             s.set_tolerance(t);
           },
           "Error control: 0 (the default) takes the steps simulate() is given; > 0 takes "

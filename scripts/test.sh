@@ -143,7 +143,7 @@ else
                 "libasan.so libubsan.so" tests/test_core_*.py tests/test_fuzz.py
     fi
     # The core's two threads (the row halves of multigrid and contact) under
-    # ThreadSanitizer: not in CI by default (about 8 minutes); no finding so far.
+    # ThreadSanitizer: on request only, to keep CI short; no finding so far.
     if [ "$TSAN" = 1 ]; then
         TSAN_OPTIONS="halt_on_error=1 report_signal_unsafe=0" \
             sanitized_suite tsan "TSan" "-fsanitize=thread" "libtsan.so" tests/test_core_*.py
