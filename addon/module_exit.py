@@ -7,9 +7,11 @@ In that module only, the process ends right after Python's own exit work: the ex
 is remembered (the last ``sys.exit``, an uncaught exception, or 0) and handed to
 ``os._exit`` from an ``atexit`` callback, after the standard streams and logging are
 flushed (tests/test_headless.py runs its command in subprocesses; CI runs it on bpy 4.2).
-A ``sys.exit`` whose SystemExit was caught stays remembered: a script that catches one
-should end with ``sys.exit(status)`` or call ``remember(status)`` (tests/conftest.py gives
-pytest's)."""
+Two things it cannot see: a ``sys.exit`` whose SystemExit was caught stays remembered, and
+``raise SystemExit(n)`` or a ``sys.exit`` looked up before the add-on was registered (as in
+``sys.exit(main())`` when main() registers it) is not remembered. A script should end with
+``sys.exit(status)`` called after registering, or call ``remember(status)``
+(tests/conftest.py gives pytest's; tests/fuzz_bake.py ends that way)."""
 
 from __future__ import annotations
 

@@ -378,8 +378,12 @@ double System<D>::max_constraint_violation() const {
   return worst;
 }
 
-// "mass 3" or "fix 0", as messages name a rod's ends.
-static std::string connector_name(const Connector& c) {
+// A rod's end as messages name it: "vertex 7" in a system built from arrays (the caller's
+// numbering, e.g. a mesh's), else "mass 3" or "fix 0".
+template <int D>
+std::string System<D>::connector_name(const Connector& c) const {
+  for (std::size_t v = 0; v < vertices_.size(); ++v)
+    if (vertices_[v].type == c.type && vertices_[v].nr == c.nr) return "vertex " + std::to_string(v);
   return (c.type == FIX ? "fix " : "mass ") + std::to_string(c.nr);
 }
 

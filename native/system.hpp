@@ -237,6 +237,7 @@ class System {
   std::atomic<bool> busy_{false};
   void require_idle(const char* change) const;
   void require_rods_fit_positions();
+  std::string connector_name(const Connector& c) const;
   // SimulationError when a committed step left positions beyond 1e12 length scales.
   void require_bounded_positions() const;
   // The cures a failed step's message ends with: the flat-rod diagnosis if it applies,

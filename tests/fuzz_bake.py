@@ -203,4 +203,7 @@ def _fresh_copy(pristine: Path, work: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # Looked up after main() registered the add-on: under bpy 4.2 that sys.exit is the one
+    # whose status the process ends with (addon/module_exit.py).
+    sys.exit(status)

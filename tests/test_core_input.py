@@ -325,6 +325,13 @@ def test_a_rod_that_contradicts_the_positions_is_refused():
     stretched.masses[0].pos = [1.0, 0.0, 0.0]  # the cure the message names
     stretched.simulate(0.01, 1)
 
+    # Built from arrays: the ends are named by their vertex numbers.
+    arrays = ms.from_arrays([[0, 0, 0], [1, 0, 0], [2, 0, 0]], 1.0, fixed=[1],
+                            constraints=[[1, 2]], constraint_length=[0.5])
+    with pytest.raises(ValueError, match=r"DistanceConstraint 0 \(vertex 1 - vertex 2\) has "
+                                         r"length 0.5 but its ends are 1 apart"):
+        arrays.simulate(0.01, 1)
+
     # A fix moved before the first call moves there during it, dragging the rod that fits.
     moved = _rod_pendulum()
     moved.fixes[0].pos = [0.0, 0.3, 0.0]
