@@ -154,8 +154,6 @@ def run_case(folder: Path, argv: list[str], want: dict) -> str:
     after = checksums(folder)
     assert after == before, (f"a failed run changed files: "
                              f"{sorted(set(after.items()) ^ set(before.items()))}\n{stderr[-3000:]}")
-    if os.environ.get("FUZZ_SHOW"):
-        print("ERR", code, errors[0][:300], flush=True)
     return f"exit {code}"
 
 
