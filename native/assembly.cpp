@@ -66,7 +66,8 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
       if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
       const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
       const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
-      const ElementForce<D> e = spring_force<D>(s, d, dv, definite_newton_);
+      const ElementForce<D> e = matrix ? spring_force<D>(s, d, dv, definite_newton_)
+                                       : spring_force<D, false>(s, d, dv);
       if (out) {
         sum.largest = std::max(sum.largest, e.f.cwiseAbs().maxCoeff());
         if (s.c[0].type == MASS) out->template segment<D>(D * s.c[0].nr) += e.f;

@@ -188,12 +188,13 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
                                  1e-3 * length_scale_});
   const double acc_tol = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
   const int nc = static_cast<int>(constraints_.size());
-  // Initial guess: the acceleration that puts the masses at q + h v. The usual guess, the
-  // last acceleration, is far off in stiff springs: their fast modes ring at the step
-  // rate with accelerations that flip sign every step, and bq times that error is a
-  // position error of hundreds of amplitudes, where the springs are far from their
-  // linearization; from q + h v, Newton starts within their reach on fine sheets.
-  VectorXd acc = (s.q + h * s.v - step.q_pred) / step.bq, lam = s.lam;
+  // Initial guess: see NewtonPredictor. The last acceleration alone is far off in stiff
+  // springs: bq times its error is a position error of hundreds of amplitudes, where the
+  // springs are far from their linearization; from q + h v, Newton starts within their
+  // reach on fine sheets.
+  const auto guesses =
+      predictor_.guesses((s.q + h * s.v - step.q_pred) / step.bq, s.acc, h);
+  VectorXd acc = guesses[predictor_.choice], lam = s.lam;
   VectorXd q1, v1, F, g, R(num_unknowns()), delta;
   // Projected, damped Newton. The Newton matrix leaves out the destabilizing parts of the
   // geometric stiffness (compressed springs, pushing rods), which keeps it definite, so
@@ -208,12 +209,21 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   double err_prev = std::numeric_limits<double>::infinity(), fraction = 1.0;
   double correction_err = std::numeric_limits<double>::infinity();
   NewtonErrorTest newton_test;
+  const double close_enough_bound =
+      std::min(acc_tol, kNewtonShareOfTolerance * tolerance * length_scale_ / step.bq);
+  bool check_residual_first = false;  // forces before the matrix (see the loop's end)
   definite_newton_ = newton_matrix == NewtonMatrix::Projected;
+
   for (int it = 0; it <= max_newton_iterations; ++it) {
     q1 = step.q_pred + step.bq * acc;
     v1 = step.v_pred + step.bv * acc;
     const Kinematics kin = kinematics(q1, v1, path, t1);
-    forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g, lin_);
+    const bool matrix_assembled = !check_residual_first;
+    if (check_residual_first)
+      forces(kin, lam, F, g);
+    else
+      forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g, lin_);
+    check_residual_first = false;
     if (it == 0) lin_.renew_smoother();
     // Residual; the constraint row is divided by bq so the Newton matrix
     // [M - bq dF/dq - bv dF/dv, G^T; G, 0] does not degenerate as h -> 0.
@@ -258,10 +268,8 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     // acceleration error acts like a force bias whose position error grows with the square
     // of time (tests/test_addon_bake.py, test_rope_edges_go_slack), and the position
     // share keeps it below the step's own error.
-    const bool close_enough =
-        tolerance > 0 && !strict_newton_ && constraint_err <= 1.0 &&
-        newton_test.error_estimate() <=
-            std::min(acc_tol, kNewtonShareOfTolerance * tolerance * length_scale_ / step.bq);
+    const bool close_enough = tolerance > 0 && !strict_newton_ && constraint_err <= 1.0 &&
+                              newton_test.error_estimate() <= close_enough_bound;
     if (may_stop && (err <= 1.0 || close_enough || (constraint_err <= 1.0 && small_correction))) {
       if (passes_through_collider(s.q, q1, t1)) {
         why = "a mass would pass through a collider";
@@ -269,6 +277,12 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       }
       stopped_early_ = close_enough && !(err <= 1.0);
       last_local_error = local_error_estimate(s.acc, acc, h, kind);
+      // A guess's miss e would have left Newton a residual of about J e.
+      predictor_.learn(guesses, s.acc, acc, h, it, [&](const VectorXd& miss) {
+        VectorXd e = VectorXd::Zero(num_unknowns());
+        e.head(nm) = miss;
+        return rms_acceleration(lin_.elements.multiply(e, split_work_ ? &TwoWay::shared() : nullptr));
+      });
       state_.q = q1;
       state_.v = v1;
       state_.aux = step.c * acc + step.w;
@@ -281,6 +295,8 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       return true;
     }
     if (it == max_newton_iterations) break;
+    if (!matrix_assembled) forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g, lin_);
+    const double last_correction_err = correction_err;
     correction_err = std::numeric_limits<double>::infinity();
     if (newton_matrix == NewtonMatrix::OnDemand && err > err_prev && !definite_newton_) {
       definite_newton_ = true;  // the error grew: projected from the next assembly on
@@ -316,6 +332,18 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     if (tolerance > 0)
       newton_test.add_correction(delta.head(nm).norm() /
                                  std::sqrt(static_cast<double>(num_masses())));
+    // Newton's error after this correction, estimated from its rate as SUNDIALS IDA does
+    // (NewtonErrorTest; without error control, the max-norm correction_err and the rate
+    // of the last two corrections): when it is within the tolerance, the next residual
+    // is computed before the matrix, which is then assembled only if Newton goes on. The
+    // decisions are those of a full assembly; most steps save the matrix of their last
+    // iterate (docs/performance.md).
+    if (std::isfinite(last_correction_err) && last_correction_err > 0) {
+      const double rate = correction_err / last_correction_err;
+      check_residual_first =
+          rate < 1 && (rate / (1 - rate) * correction_err <= 1.0 ||
+                       (tolerance > 0 && newton_test.error_estimate() <= close_enough_bound));
+    }
   }
   why = "Newton's method did not converge in " + std::to_string(max_newton_iterations) +
         " iterations";
@@ -372,14 +400,18 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
 // A mass held only by rods that all lie in one plane (in 2-D: on one line), three or more
 // of them (two in 2-D), cannot be held against a load across that plane: to first order
 // the rods cannot push it there, to second order they would need to stretch. A flat
-// triangulated plate of rods under gravity is such a network; no step size solves it
-// (test_a_flat_rod_plate_is_named_as_the_cause).
+// triangulated plate of rods under gravity is such a network: it fails at once, or under
+// error control swings on its pins until its creases fold through
+// (test_a_flat_rod_plate_is_named_as_the_cause, test_flat_rod_plate_names_the_cause).
 template <int D>
-std::string System<D>::flat_rod_diagnosis() const {
+std::string System<D>::flat_rod_diagnosis(const VectorXd& q, const std::vector<VecD>& fix_pos,
+                                          bool at_start) const {
   using MatD = Eigen::Matrix<double, D, D>;
   std::vector<MatD> spread(num_masses(), MatD::Zero());
   std::vector<int> rods(num_masses(), 0);
-  const Kinematics kin = kinematics(state_.q, state_.v, resting_path(), state_.time);
+  FixPath<D> at_rest;
+  at_rest.start = at_rest.target = &fix_pos;
+  const Kinematics kin = kinematics(q, q, at_rest, state_.time);
   for (const DistanceConstraint& c : constraints_) {
     const VecD d = kin.pos(c.c[1]) - kin.pos(c.c[0]);
     if (!(d.norm() > 0)) continue;
@@ -415,8 +447,8 @@ std::string System<D>::flat_rod_diagnosis() const {
   const bool one = flat.size() == 1;
   const std::string noun = by_vertex ? (one ? "vertex " : "vertices ") : (one ? "mass " : "masses ");
   return noun + names +
-         (one ? " is" : " are") + " held only by rods that lie " +
-         (D == 3 ? "in one plane" : "on one line") +
+         (one ? " is" : " are") + " held only by rods that " + (at_start ? "lay " : "lie ") +
+         (D == 3 ? "in one plane" : "on one line") + (at_start ? " at the start of the run" : "") +
          ", a flat rod network: rods cannot hold a load across it (they would need to "
          "stretch), so no step size helps. Cures: give the structure some depth across "
          "that " + (D == 3 ? "plane" : "line") + ", or make some of those rods springs";
@@ -424,7 +456,12 @@ std::string System<D>::flat_rod_diagnosis() const {
 
 template <int D>
 std::string System<D>::failure_cures(const std::string& usual) const {
-  const std::string flat = constraints_.empty() ? std::string() : flat_rod_diagnosis();
+  if (constraints_.empty()) return usual;
+  // A flat network that has since bent (a plate swinging on its pins) fails where its
+  // creases fold through: named as it started (test_flat_rod_plate_names_the_cause).
+  std::string flat = flat_rod_diagnosis(state_.q, state_.fix_pos, false);
+  if (flat.empty() && rods_checked_q_.size() == state_.q.size())
+    flat = flat_rod_diagnosis(rods_checked_q_, rods_checked_fix_pos_, true);
   return flat.empty() ? usual : "Likely cause: " + flat;
 }
 
@@ -515,6 +552,35 @@ double NewtonErrorTest::error_estimate() const {
   const double rate = correction_rate >= 0 ? correction_rate : residual_rate;
   if (correction < 0 || rate < 0 || rate >= 1) return std::numeric_limits<double>::infinity();
   return rate / (1 - rate) * correction;
+}
+
+std::array<VectorXd, NewtonPredictor::kGuesses> NewtonPredictor::guesses(
+    VectorXd inertial, const VectorXd& acc, double h) const {
+  std::array<VectorXd, kGuesses> out;
+  out[Inertial] = std::move(inertial);
+  out[Last] = acc;
+  const bool known = previous_h > 0 && previous_acc.size() == acc.size();
+  out[Extrapolated] = known ? VectorXd(acc + (h / previous_h) * (acc - previous_acc)) : acc;
+  return out;
+}
+
+void NewtonPredictor::learn(const std::array<VectorXd, kGuesses>& guesses, const VectorXd& acc,
+                            const VectorXd& solution, double h, int corrections,
+                            const std::function<double(const VectorXd&)>& residual_of) {
+  previous_acc = acc;
+  previous_h = h;
+  const bool worse = corrections > last_corrections;
+  last_corrections = corrections;
+  if (--steps_to_review > 0 && !worse) return;
+  steps_to_review = kReviewInterval;
+  double smallest = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < kGuesses; ++k) {
+    const double residual = residual_of(guesses[k] - solution) * (k == Inertial ? 1.0 : kMargin);
+    if (residual < smallest) {  // ties keep the earlier guess
+      smallest = residual;
+      choice = static_cast<Guess>(k);
+    }
+  }
 }
 
 template <int D>

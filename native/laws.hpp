@@ -56,7 +56,8 @@ inline double spring_energy(const Spring& s, double stretch) {
 // dashpot acts where the spring pulls: fully for springs, with weight w = T'/k for ropes
 // (zero when slack). With `definite`, A leaves out the geometric stiffness of a compressed
 // spring (negative and destabilizing: the Newton matrix of implicit_step); f is unchanged.
-template <int D>
+// Without kDerivatives, only f (A and B stay zero): a residual needs no matrix.
+template <int D, bool kDerivatives = true>
 ElementForce<D> spring_force(const Spring& s, const Vec<D>& d, const Vec<D>& dv,
                              bool definite = false) {
   const Mat<D> I = Mat<D>::Identity();
@@ -68,26 +69,27 @@ ElementForce<D> spring_force(const Spring& s, const Vec<D>& d, const Vec<D>& dv,
   if (L <= 1e-12 * std::max(L0, 1.0)) {
     if (s.rope) return out;
     if (L0 == 0.0) out.f = k * d;
-    out.A = k * I;
+    if constexpr (kDerivatives) out.A = k * I;
     return out;
   }
   const Tension t = tension(s, L - L0);
   if (s.rope && t.dT == 0.0) return out;  // slack rope
   const Vec<D> n = d / L;
   out.f = t.T * n;
+  const bool weighted = s.rope && k > 0;
+  const double w = weighted ? t.dT / k : (s.rope ? 0.0 : 1.0);
+  const double c = s.damping * w, rate = n.dot(dv);
+  if (s.damping > 0) out.f += c * rate * n;
+  if constexpr (!kDerivatives) return out;
   // A = along n n^T + across (I - n n^T) + n u^T, built as across I + n ((along - across) n
   // + u)^T: no D x D products (assembly runs this for every spring at every Newton
   // iteration).
   double along = t.dT, across = (definite ? std::max(t.T, 0.0) : t.T) / L;
   Vec<D> u = Vec<D>::Zero();
   if (s.damping > 0) {
-    const bool weighted = s.rope && k > 0;
-    const double w = weighted ? t.dT / k : (s.rope ? 0.0 : 1.0);
-    const double dw = weighted ? t.ddT / k : 0.0;
-    const double c = s.damping * w, rate = n.dot(dv);
-    out.f += c * rate * n;
     // d/dd of c rate n is (c / L) (n dv^T + rate I)(I - n n^T) = (c / L) (n (dv - rate n)^T
     // + rate (I - n n^T)), plus the weight's own derivative along n.
+    const double dw = weighted ? t.ddT / k : 0.0;
     across += c * rate / L;
     u = (c / L) * (dv - rate * n);
     along += s.damping * dw * rate;

@@ -249,6 +249,7 @@ void System<D>::set_state(const State<D>& s) {
   lin_.invalidate_factor();
   consistency_lin_.invalidate_factor();
   step_proposal_ = 0.0;  // error control starts afresh from a restored state
+  predictor_.forget();
   energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
   rods_unchecked_ = true;
 }
@@ -406,6 +407,8 @@ void System<D>::require_rods_fit_positions() {
                        "snap its ends together). Give it the distance of its ends as its "
                        "length, or move them to its length");
   }
+  rods_checked_q_ = state_.q;
+  rods_checked_fix_pos_ = state_.fix_pos;
   rods_unchecked_ = false;
 }
 

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <limits>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -43,6 +44,35 @@ struct NewtonErrorTest {
  private:
   double residual = -1, residual_rate = -1;
   double correction = -1, correction_rate = -1;
+};
+
+// Newton's starting acceleration for a step: of three guesses, the one whose residual
+// would have been smallest at a recent step. The acceleration that puts the masses at
+// q + h v suits stiff springs ringing at the step rate, whose accelerations flip sign
+// every step; the last acceleration, and its linear extrapolation, suit smooth motion,
+// where they start Newton an order closer (test_core_newton.py,
+// test_the_predictor_follows_smooth_motion). The residuals cost a product with the Newton
+// matrix each: they are reviewed every kReviewInterval steps, and after a step that took
+// more corrections than the one before. A smooth guess is taken only if it starts Newton
+// kMargin times closer: on a folding sheet one a few times closer costs more iterations
+// (its springs start further from their linearization) and steps (docs/performance.md).
+struct NewtonPredictor {
+  enum Guess { Inertial, Last, Extrapolated, kGuesses };
+  static constexpr int kReviewInterval = 8;
+  static constexpr double kMargin = 10.0;
+  Guess choice = Inertial;
+  VectorXd previous_acc;     // the acceleration at the start of the last step
+  double previous_h = 0.0;   // the last step's size; 0: nothing to extrapolate from
+  int steps_to_review = 0, last_corrections = 0;
+  void forget() { *this = NewtonPredictor(); }
+  // The guesses for a step of size h from acceleration `acc`; `inertial` is the first.
+  std::array<VectorXd, kGuesses> guesses(VectorXd inertial, const VectorXd& acc, double h) const;
+  // After a step from `acc` of size h that Newton solved with `solution` in `corrections`
+  // corrections; residual_of(e): the size of the residual a guess that missed by e would
+  // have started Newton with.
+  void learn(const std::array<VectorXd, kGuesses>& guesses, const VectorXd& acc,
+             const VectorXd& solution, double h, int corrections,
+             const std::function<double(const VectorXd&)>& residual_of);
 };
 
 template <int D>
@@ -100,6 +130,7 @@ class System {
     lin_.invalidate_factor();
     consistency_lin_.invalidate_factor();
     step_proposal_ = 0.0;
+    predictor_.forget();
     return state_;
   }
   void set_state(const State<D>& s);
@@ -243,7 +274,10 @@ class System {
   // The cures a failed step's message ends with: the flat-rod diagnosis if it applies,
   // else `usual`.
   std::string failure_cures(const std::string& usual) const;
-  std::string flat_rod_diagnosis() const;
+  // Names the masses held only by rods in one plane at positions q (the run's start
+  // positions: `at_start`); empty if none.
+  std::string flat_rod_diagnosis(const VectorXd& q, const std::vector<VecD>& fix_pos,
+                                 bool at_start) const;
   void ensure_pattern();
   // Consistent acceleration and multipliers at (q, v, t).
   void consistent_acceleration(const VectorXd& q, const VectorXd& v, double t,
@@ -254,6 +288,9 @@ class System {
   // Size of a Newton correction (accelerations and multipliers) as the force it stands
   // for, m da + G^T dlam, in units of the acceleration tolerance.
   double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;
+  // Whether every rod's constraint value at positions q (fixes on `path` at t) is within
+  // tol (or round-off).
+  bool rods_within(const VectorXd& q, const FixPath<D>& path, double t, double tol) const;
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
   // Whether a mass moving straight from q0 to q1 passes through a collider's surface as
   // it is at time t: such a step is refused and shortened (no tunnelling;
@@ -291,6 +328,7 @@ class System {
   // Newton under error control stops once its position error is this share of the local
   // error the step may make: the share SUNDIALS IDA uses (0.33).
   static constexpr double kNewtonShareOfTolerance = 0.33;
+  NewtonPredictor predictor_;
   bool stopped_early_ = false;  // the last step's Newton stopped at the position estimate
   bool strict_newton_ = false;  // retry of a rejected step: Newton to the force tolerance
   double step_proposal_ = 0.0;  // the controller's next step size, carried between calls
@@ -332,6 +370,10 @@ class System {
   // Rods and positions were set by the user and not yet checked against each other: the
   // first simulate() after building, set_state or moving a mass checks them.
   bool rods_unchecked_ = true;
+  // The positions the rods were last checked at (the start of a run): a flat rod network
+  // is named from them once it has bent (failure_cures).
+  VectorXd rods_checked_q_;
+  std::vector<VecD> rods_checked_fix_pos_;
 
   bool pattern_ready_ = false;  // the Newton matrix's pattern is set up
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step

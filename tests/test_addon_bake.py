@@ -877,7 +877,8 @@ def test_world_positions_from_the_written_frames_match_the_core(scene, bake):
 
 def test_flat_rod_plate_names_the_cause(scene, bake):
     # A flat triangulated plate, every edge a rod, hung from two corners. Before: "Likely
-    # cure: more substeps", and 20 or 100 substeps failed as well.
+    # cure: more substeps", and 20 or 100 substeps failed as well. Under error control it
+    # may swing on its pins for some frames first; the message names it as it started.
     n = 5
     vertices = [(0.25 * i, 0.25 * j, 0.0) for j in range(n) for i in range(n)]
     faces = [f for j in range(n - 1) for i in range(n - 1)
@@ -888,8 +889,8 @@ def test_flat_rod_plate_names_the_cause(scene, bake):
     pin(obj, [0, n - 1])
     set_edge_marks(obj, "ms_rigid", range(len(obj.data.edges)))
     before = mesh_fingerprint(obj)
-    with pytest.raises(bake.BakeError, match=r"held only by rods that lie in one plane, a flat "
-                                             r"rod network.*give the structure some depth") as err:
+    with pytest.raises(bake.BakeError, match=r"held only by rods that (lie|lay) in one plane.*, a "
+                                             r"flat rod network.*give the structure some depth") as err:
         bake.bake_object(scene, obj)
     assert "more substeps" not in str(err.value)
     assert mesh_fingerprint(obj) == before

@@ -160,19 +160,25 @@ def test_double_pendulum_rho_one_energy_bounded_rods_rigid():
 def test_double_pendulum_rho_one_energy_bounded_for_ten_seconds():
     """At rho_inf = 1 the rod multipliers are not damped: the core re-projects them after
     every step (rho_inf > 0.95), without which this pendulum diverges within seconds at
-    h = 1/240 s. Over 10 s the baked energy stays within 5 % of m g (L1 + L2), and within
-    1 % at the last frame."""
+    h = 1/240 s. Over 10 s the baked energy stays within 5 % of m g (L1 + L2), and the
+    bake's own energy (its report) within 1 % at the last frame."""
     fps, lengths = 120, (0.8, 0.8)
-    scene, (pendulum,), p = bake("double_pendulum", 10 * fps + 1, fps=fps, lengths=lengths,
-                                 rho_inf=1.0, substeps=2)
+    scene, (pendulum,), results = _common.build_and_bake(
+        example("double_pendulum"), 10 * fps + 1, fps=fps, lengths=lengths, rho_inf=1.0,
+        substeps=2)
+    p = _common.baked_positions(scene, pendulum)
     masses = _common.vertex_masses(pendulum)
     energy, e0 = _energy(p, masses, gravity(scene), fps)
+    scale = masses[1] * gravity(scene) * sum(lengths)
     # 5 %, not the 2 % of the 2 s test: 10 s of chaos reach faster passes, where velocities
     # by finite differences of 120 fps frames err by a few % of m g L. The core's own
     # energy is held to 1 % over 30 s (test_core_constraints.py,
     # test_undamped_alpha_stays_stable_on_long_constrained_runs).
-    assert np.abs(energy - e0).max() < 0.05 * masses[1] * gravity(scene) * sum(lengths)
-    assert abs(energy[-1] - e0) < 0.01 * masses[1] * gravity(scene) * sum(lengths)
+    assert np.abs(energy - e0).max() < 0.05 * scale
+    # The last frame from the report: finite differences there err by up to 0.4 % of
+    # m g L, as much as the drift this checks.
+    reported = [row.energy for row in results[pendulum.name].report]
+    assert abs(reported[-1] - reported[0]) < 0.01 * scale
 
 
 # ----------------------------------------------------------------------------- spinning top

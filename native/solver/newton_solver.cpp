@@ -107,6 +107,7 @@ bool NewtonLinearSolver::refactor() {
     solves_per_factor_ = std::max(1.0, factor_flops / std::max(solve_flops, 1.0));
   }
   solves_since_factor_ = 0;
+  fresh_iterations_ = -1;
   ++factorizations;
   have_factor_ = ldlt_.info() == Eigen::Success;
   return have_factor_;
@@ -163,13 +164,13 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
               multigrid_dim_ > 0 ? 200 : 40);
     krylov_iterations += krylov.iterations;
     const bool ok = krylov.converged && x.allFinite();
-    // A factor that needs several iterations has gone stale: refresh it once the
-    // iterations spent cost as much as a refactorization. Iterations beyond the first
-    // are the price of a stale factor. A multigrid hierarchy always needs iterations:
-    // those beyond what its first solve needed count.
+    // A factor that needs more iterations than when it was fresh has gone stale: refresh
+    // it once the iterations spent beyond those cost as much as a refactorization. A
+    // fresh factor of a symmetric J needs none; of an unsymmetric one (dampers), about
+    // one; a multigrid hierarchy always some. (Counting the first iteration as free on
+    // symmetric J kept a stale factor for a whole run, at more Newton iterations.)
     if (fresh_iterations_ < 0) fresh_iterations_ = krylov.iterations;
-    const long free_iterations = multigrid_dim_ > 0 ? fresh_iterations_ : 1;
-    solves_since_factor_ += std::max<long>(krylov.iterations - free_iterations, 0);
+    solves_since_factor_ += std::max<long>(krylov.iterations - fresh_iterations_, 0);
     if (solves_since_factor_ >= solves_per_factor_ || !ok) have_factor_ = false;
     if (ok) return true;
   }

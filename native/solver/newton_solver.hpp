@@ -95,7 +95,7 @@ class NewtonLinearSolver {
   // much, the next solve refactors.
   double solves_per_factor_ = 1.0;
   long solves_since_factor_ = 0;
-  long fresh_iterations_ = -1;  // Krylov iterations of the first solve with a new hierarchy
+  long fresh_iterations_ = -1;  // Krylov iterations of the first solve with a new factor
   std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
