@@ -460,7 +460,8 @@ std::string System<D>::failure_cures(const std::string& usual) const {
   // A flat network that has since bent (a plate swinging on its pins) fails where its
   // creases fold through: named as it started (test_flat_rod_plate_names_the_cause).
   std::string flat = flat_rod_diagnosis(state_.q, state_.fix_pos, false);
-  if (flat.empty() && rods_checked_q_.size() == state_.q.size())
+  if (flat.empty() && rods_checked_q_.size() == state_.q.size() &&
+      static_cast<int>(rods_checked_fix_pos_.size()) == num_fixes())
     flat = flat_rod_diagnosis(rods_checked_q_, rods_checked_fix_pos_, true);
   return flat.empty() ? usual : "Likely cause: " + flat;
 }
@@ -495,6 +496,7 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
                                         "or more damping, a smaller rho_inf, or check the "
                                         "input for degenerate geometry"));
   ++halved_steps;
+  predictor_.forget();  // a failed step starts its halves from q + h v, as the first step
   // A new step size re-excites the index-3 multiplier transient, which successive
   // halvings amplify (accelerations ~ 1/h^2): restart from consistent values instead.
   if (!constraints_.empty() && !is_explicit(integrator)) make_consistent(path, 0.0);
@@ -651,6 +653,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     if (h >= left * (1 - 1e-9)) h = left;
     else if (h > 0.5 * left) h = 0.5 * left;
     const State<D> before = state_;
+    const NewtonPredictor predictor_before = predictor_;  // a rejected step teaches nothing
     const double energy_before = check_energy ? kinetic_energy() + potential_energy() : 0.0;
     std::string why;
     const bool solved = implicit_step(h, path, why);
@@ -671,6 +674,8 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
       continue;
     }
     state_ = before;
+    predictor_ = predictor_before;
+    if (!solved) predictor_.forget();
     ++rejected_steps;
     // A step whose Newton stopped at its error estimate may fail the error or energy
     // test by Newton's own error (accelerations a little out of balance): it is solved

@@ -60,6 +60,8 @@ void System<D>::topology_changed() {
   pattern_ready_ = false;
   state_.consistent = false;
   energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
+  predictor_.forget();
+  rods_checked_q_.resize(0);  // the start positions no longer describe the system
 }
 
 template <int D>
@@ -202,6 +204,7 @@ void System<D>::set_mass(int i, double m) {
   state_.consistent = false;
   energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();  // the energy changed
   pattern_ready_ = false;  // the length scale and regularization depend on masses
+  predictor_.forget();
 }
 
 template <int D>
@@ -220,6 +223,7 @@ void System<D>::set_pos(int i, const VecD& p) {
   state_.q.template segment<D>(D * i) = p;
   state_.consistent = false;
   rods_unchecked_ = true;
+  predictor_.forget();
 }
 
 template <int D>
@@ -227,6 +231,7 @@ void System<D>::set_vel(int i, const VecD& v) {
   require_magnitude(v, "Mass " + std::to_string(i) + ": velocity");
   state_.v.template segment<D>(D * i) = v;
   state_.consistent = false;
+  predictor_.forget();
 }
 
 template <int D>

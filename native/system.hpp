@@ -288,9 +288,6 @@ class System {
   // Size of a Newton correction (accelerations and multipliers) as the force it stands
   // for, m da + G^T dlam, in units of the acceleration tolerance.
   double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;
-  // Whether every rod's constraint value at positions q (fixes on `path` at t) is within
-  // tol (or round-off).
-  bool rods_within(const VectorXd& q, const FixPath<D>& path, double t, double tol) const;
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
   // Whether a mass moving straight from q0 to q1 passes through a collider's surface as
   // it is at time t: such a step is refused and shortened (no tunnelling;

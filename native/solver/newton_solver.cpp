@@ -168,7 +168,8 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
     // it once the iterations spent beyond those cost as much as a refactorization. A
     // fresh factor of a symmetric J needs none; of an unsymmetric one (dampers), about
     // one; a multigrid hierarchy always some. (Counting the first iteration as free on
-    // symmetric J kept a stale factor for a whole run, at more Newton iterations.)
+    // symmetric J kept a stale factor for a whole run, at more Newton iterations:
+    // test_core_newton.py, test_a_stale_factor_is_renewed_on_a_symmetric_matrix.)
     if (fresh_iterations_ < 0) fresh_iterations_ = krylov.iterations;
     solves_since_factor_ += std::max<long>(krylov.iterations - fresh_iterations_, 0);
     if (solves_since_factor_ >= solves_per_factor_ || !ok) have_factor_ = false;
