@@ -329,7 +329,7 @@ class System {
   bool stopped_early_ = false;  // the last step's Newton stopped at the position estimate
   bool strict_newton_ = false;  // retry of a rejected step: Newton to the force tolerance
   double step_proposal_ = 0.0;  // the controller's next step size, carried between calls
-  void check_connector(const Connector& c, const std::string& item) const;
+  void check_connector(const Connector& c, const std::function<std::string()>& item) const;
 
   std::uint64_t id_;
   std::vector<Connector> vertices_;
