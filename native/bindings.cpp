@@ -619,6 +619,7 @@ void bind_system(py::module_& m, const std::string& name) {
                                d["rejected_steps"] = s.rejected_steps;
                                d["newton_iterations"] = s.newton_iterations;
                                d["factorizations"] = s.newton_solver().factorizations;
+                               d["multigrid_regroupings"] = s.newton_solver().regroupings;
                                d["krylov_iterations"] = s.newton_solver().krylov_iterations;
                                d["lu_fallbacks"] = s.newton_solver().lu_fallbacks;
                                d["regularized_solves"] = s.newton_solver().regularized_solves;
@@ -644,14 +645,16 @@ void bind_system(py::module_& m, const std::string& name) {
           "F = f(q, v) - G^T lam and the constraint values g(q) (squared form).")
       .def(
           "precondition",
-          [](S& s, const Arr& b, bool rebuild) {
-            const VectorXd x = s.precondition(from_array(b, s.num_unknowns(), "b"), rebuild);
+          [](S& s, const Arr& b, bool rebuild, bool keep_aggregates) {
+            const VectorXd x =
+                s.precondition(from_array(b, s.num_unknowns(), "b"), rebuild, keep_aggregates);
             return as_array(x, x.size(), 0);
           },
-          py::arg("b"), py::arg("rebuild") = true,
+          py::arg("b"), py::arg("rebuild") = true, py::arg("keep_aggregates") = false,
           "One application of the Newton solver's preconditioner (LDL^T factor or multigrid "
-          "V-cycle) to b, rebuilt from the last Newton matrix, or with rebuild=False only the "
-          "multigrid's finest smoother renewed from it. For tests and diagnostics.")
+          "V-cycle) to b, rebuilt from the last Newton matrix (keep_aggregates: the multigrid "
+          "on the grouping of nodes it has), or with rebuild=False only the multigrid's "
+          "finest smoother renewed from it. For tests and diagnostics.")
       .def(
           "jacobian",
           [](const S& s, const Arr& q, const Arr& v, const Arr& lam) {

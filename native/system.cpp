@@ -463,10 +463,10 @@ VectorXd System<D>::constraint_forces() {
 }
 
 template <int D>
-VectorXd System<D>::precondition(const VectorXd& b, bool rebuild) {
+VectorXd System<D>::precondition(const VectorXd& b, bool rebuild, bool keep_aggregates) {
   require(pattern_ready_ && total_steps > 0, "precondition needs the Newton matrix of a step: "
           "simulate at least one step first");
-  VectorXd x = lin_.precondition(b, rebuild);
+  VectorXd x = lin_.precondition(b, rebuild, keep_aggregates);
   require(x.size() == b.size(), "the preconditioner could not be built");
   return x;
 }

@@ -198,7 +198,7 @@ class System {
   std::vector<char> soft_springs() const;
   const NewtonLinearSolver& newton_solver() const { return lin_; }
   // NewtonLinearSolver::precondition on the Newton matrix of the last step.
-  VectorXd precondition(const VectorXd& b, bool rebuild);
+  VectorXd precondition(const VectorXd& b, bool rebuild, bool keep_aggregates = false);
 
   // F = f(q, v) - G^T lam and g(q) at the fixes' current positions (for tests).
   void evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam, VectorXd& F,

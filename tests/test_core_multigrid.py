@@ -31,6 +31,8 @@ def test_multigrid_follows_the_direct_solver(dim):
     mg = runs["multigrid"].stats
     assert mg["multigrid"] and mg["multigrid_fallbacks"] == 0
     assert len(mg["multigrid_levels"]) >= 2  # a real hierarchy, not one direct solve
+    # most setups kept the nodes' grouping (SmoothedAggregation::refresh), some regrouped
+    assert 1 <= mg["multigrid_regroupings"] < mg["factorizations"]
     assert not runs["direct"].stats["multigrid"]
     a, b = runs["direct"].positions, runs["multigrid"].positions
     # both converge every step to the Newton tolerance; the cloth moved by decimetres
@@ -79,6 +81,31 @@ def test_renewed_smoother_equals_a_rebuilt_hierarchy(dim):
     # float smoother blocks: the two differ by float round-off in a different summation order
     np.testing.assert_allclose(renewed, rebuilt, rtol=0, atol=1e-5 * scale)
     assert np.abs(renewed_later - built).max() > 1e-3 * scale
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_a_hierarchy_on_kept_aggregates_is_the_rebuilt_hierarchy(dim):
+    """Most setups keep the grouping of nodes into aggregates and compute everything else
+    anew (prolongators, coarse matrices, smoothers). While the grouping a new setup would
+    choose is the same, the V-cycle must be a full rebuild's, bit for bit, and not the stale
+    hierarchy's."""
+    b = np.random.default_rng(2).standard_normal(2 * 24 * 24 * dim)
+    twins = []
+    for _ in range(2):
+        s = sheet(24, dim, damping=0.5)
+        s.linear_solver = "multigrid"
+        s.simulate(0.2, 24)
+        b = b[: s.num_unknowns]
+        s.precondition(b, rebuild=True)
+        s.simulate(1 / 60, 2)  # the blocks turn, the strong couplings stay
+        twins.append(s)
+    regrouped = [s.stats["multigrid_regroupings"] for s in twins]
+    stale = twins[0].precondition(b, rebuild=False)
+    kept = twins[0].precondition(b, rebuild=True, keep_aggregates=True)
+    rebuilt = twins[1].precondition(b, rebuild=True)
+    assert [s.stats["multigrid_regroupings"] - r for s, r in zip(twins, regrouped)] == [0, 1]
+    np.testing.assert_array_equal(kept, rebuilt)
+    assert np.abs(stale - rebuilt).max() > 1e-3 * np.abs(rebuilt).max()
 
 
 def test_precondition_needs_a_step():

@@ -493,13 +493,14 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
 // One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),
 // -1 if a diagonal block is singular.
 template <int D>
-int SmoothedAggregation::coarsen(int l, Level& next) {
+int SmoothedAggregation::coarsen(int l, Level& next, bool keep_aggregates) {
   Level& level = levels_[l];
   constexpr int DD = D * D;
   const DoubleBlocks& A = level.A;
   const int nn = level.num_nodes();
-  int num_agg = 0;
-  const std::vector<int> agg = aggregate(A, DD, num_agg);
+  if (!keep_aggregates) level.aggregate = aggregate(A, DD, level.num_aggregates);
+  const std::vector<int>& agg = level.aggregate;
+  const int num_agg = level.num_aggregates;
   if (num_agg == 0 || num_agg > 0.8 * nn) return 0;
   if (!prepare_smoother(level)) return -1;
   // Tentative prolongator: each aggregate's translations, normalized; the coarse node's
@@ -561,20 +562,34 @@ int SmoothedAggregation::coarsen(int l, Level& next) {
   return 1;
 }
 
-bool SmoothedAggregation::compute(const ElementMatrix& elements) {
+bool SmoothedAggregation::compute(const ElementMatrix& elements) { return build_levels(elements, false); }
+
+bool SmoothedAggregation::refresh(const ElementMatrix& elements) {
+  const bool can_keep = levels_.size() >= 2 && same_topology(elements);
+  return build_levels(elements, can_keep);
+}
+
+bool SmoothedAggregation::build_levels(const ElementMatrix& elements, bool keep_aggregates) {
   if (elements.num_rods() > 0 || (elements.dim() != 2 && elements.dim() != 3)) return false;
   if (!same_topology(elements)) {
     dim_ = elements.dim();
     finest_pattern(elements);
   }
-  levels_.resize(1);
+  const int kept_levels = keep_aggregates ? num_levels() : 1;
+  levels_.resize(kept_levels);
   cycle_flops_ = setup_flops_ = 0;
   fill_finest(elements);
   levels_[0].weight.assign(levels_[0].num_nodes(), 1.0);
-  while (static_cast<int>(levels_.size()) < kMaxLevels && levels_.back().num_nodes() * dim_ > kCoarsestUnknowns) {
+  // Kept aggregates: the levels are rebuilt in place (their patterns stay the same).
+  for (int l = 0; l + 1 < kept_levels; ++l) {
+    const int built = dim_ == 3 ? coarsen<3>(l, levels_[l + 1], true) : coarsen<2>(l, levels_[l + 1], true);
+    if (built <= 0) return false;
+  }
+  while (!keep_aggregates && static_cast<int>(levels_.size()) < kMaxLevels &&
+         levels_.back().num_nodes() * dim_ > kCoarsestUnknowns) {
     Level next;
     const int l = num_levels() - 1;
-    const int built = dim_ == 3 ? coarsen<3>(l, next) : coarsen<2>(l, next);
+    const int built = dim_ == 3 ? coarsen<3>(l, next, false) : coarsen<2>(l, next, false);
     if (built < 0) return false;
     if (built == 0) break;
     levels_.push_back(std::move(next));

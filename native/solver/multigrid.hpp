@@ -45,6 +45,11 @@ class SmoothedAggregation {
   // The hierarchy of the symmetrized Newton matrix sym(J) given in element form (no rods).
   // False if a diagonal block or the coarsest matrix could not be factored.
   bool compute(const ElementMatrix& elements);
+  // The same hierarchy anew from new values of the elements (same topology), on the
+  // aggregates of the last compute(): every prolongator smoothed and every coarse matrix
+  // multiplied anew, only the grouping of nodes kept. Falls back to compute() when there
+  // is nothing to keep.
+  bool refresh(const ElementMatrix& elements);
   // One V-cycle for A x = b, starting from x = 0.
   void apply(const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
   // The finest level's smoother from new values of the elements (same topology as at
@@ -92,6 +97,8 @@ class SmoothedAggregation {
     std::vector<int> first_inner;
     std::vector<int> lower_source;  // the block of A each block of `lower` holds
     Blocks<float> P;  // prolongation from the next level (its nodes are the columns)
+    std::vector<int> aggregate;  // the next level's node each node belongs to (-1: none)
+    int num_aggregates = 0;
     int num_nodes() const { return A.rows(); }
   };
 
@@ -106,7 +113,8 @@ class SmoothedAggregation {
   bool prepare_smoother(Level& level) const;
   // Builds the level below level l into `next`.
   template <int D>
-  int coarsen(int l, Level& next);
+  int coarsen(int l, Level& next, bool keep_aggregates);
+  bool build_levels(const ElementMatrix& elements, bool keep_aggregates);
   template <int D>
   void smooth(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x, Eigen::VectorXd& pending,
               bool forward) const;

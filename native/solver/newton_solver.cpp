@@ -68,7 +68,11 @@ void NewtonLinearSolver::sync_matrix() {
 bool NewtonLinearSolver::refactor() {
   if (multigrid_dim_ > 0) {
     const auto start = std::chrono::steady_clock::now();
-    const bool ok = multigrid_.compute(elements);
+    const bool regroup = regroup_next_ || setups_since_regroup_ + 1 >= kRegroupInterval;
+    const bool ok = regroup ? multigrid_.compute(elements) : multigrid_.refresh(elements);
+    setups_since_regroup_ = regroup ? 0 : setups_since_regroup_ + 1;
+    regroupings += regroup;
+    regroup_next_ = false;
     factor_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++factorizations;
@@ -136,8 +140,11 @@ bool NewtonLinearSolver::renew_smoother_if_stale() {
   return multigrid_.refresh_smoother(elements) || refactor();
 }
 
-VectorXd NewtonLinearSolver::precondition(const VectorXd& b, bool rebuild) {
-  if (rebuild) have_factor_ = false;
+VectorXd NewtonLinearSolver::precondition(const VectorXd& b, bool rebuild, bool keep_aggregates) {
+  if (rebuild) {
+    have_factor_ = false;
+    regroup_next_ = !keep_aggregates;
+  }
   smoother_stale_ = !rebuild;
   if (!have_factor_ && !refactor()) return VectorXd();
   if (!renew_smoother_if_stale()) return VectorXd();
@@ -173,6 +180,7 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
     if (fresh_iterations_ < 0) fresh_iterations_ = krylov.iterations;
     solves_since_factor_ += std::max<long>(krylov.iterations - fresh_iterations_, 0);
     if (solves_since_factor_ >= solves_per_factor_ || !ok) have_factor_ = false;
+    if (!ok) regroup_next_ = true;
     if (ok) return true;
   }
   return false;

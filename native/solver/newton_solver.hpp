@@ -39,6 +39,7 @@ class NewtonLinearSolver {
   // Forgets the factor or hierarchy and what its rebuild would start from.
   void invalidate_factor() {
     have_factor_ = false;
+    regroup_next_ = true;
     multigrid_.restart();
   }
   // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
@@ -48,6 +49,7 @@ class NewtonLinearSolver {
     multigrid_dim_ = dim;
     multigrid_.leave_out(std::move(left_out));
     have_factor_ = false;
+    regroup_next_ = true;
   }
   bool multigrid() const { return multigrid_dim_ > 0; }
   // Splits the Krylov method's products and the multigrid's work in two halves run at once
@@ -59,18 +61,19 @@ class NewtonLinearSolver {
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
   // One application of the current preconditioner (factor or V-cycle).
   VectorXd apply_preconditioner(const VectorXd& b) const;
-  // For tests and diagnostics: the preconditioner rebuilt from the current values, or
-  // (rebuild = false) with only the multigrid's finest smoother renewed from them, applied
-  // to b. Empty if it could not be built.
-  VectorXd precondition(const VectorXd& b, bool rebuild);
+  // For tests and diagnostics: the preconditioner rebuilt from the current values (a
+  // multigrid on the aggregates it has if keep_aggregates), or (rebuild = false) with only
+  // the multigrid's finest smoother renewed from them, applied to b. Empty if it could
+  // not be built.
+  VectorXd precondition(const VectorXd& b, bool rebuild, bool keep_aggregates = false);
   double setup_cost_in_cycles() const { return solves_per_factor_; }
   // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
   // current multipliers, when x is a Newton correction) lets the singular case pick the
   // correction whose new multipliers are smallest instead of letting them drift.
   bool solve(const VectorXd& b, VectorXd& x, double tol = 1e-11, const VectorXd* lam = nullptr);
 
-  long factorizations = 0, krylov_iterations = 0, lu_fallbacks = 0, regularized_solves = 0,
-       multigrid_fallbacks = 0;
+  long factorizations = 0, regroupings = 0, krylov_iterations = 0, lu_fallbacks = 0,
+       regularized_solves = 0, multigrid_fallbacks = 0;
   double factor_seconds = 0, solve_seconds = 0;  // wall clock, for benchmarks only
 
  private:
@@ -96,6 +99,14 @@ class NewtonLinearSolver {
   double solves_per_factor_ = 1.0;
   long solves_since_factor_ = 0;
   long fresh_iterations_ = -1;  // Krylov iterations of the first solve with a new factor
+  // Multigrid setups keep the aggregates of the last full setup (SmoothedAggregation::
+  // refresh): grouping the nodes and laying out new levels is an eighth of a setup, and on
+  // cloth the strong couplings that decide the grouping hardly change. Every
+  // kRegroupInterval-th setup, after a failed solve and after invalidate_factor() the
+  // nodes are grouped anew (test_a_hierarchy_on_kept_aggregates_is_the_rebuilt_hierarchy).
+  static constexpr int kRegroupInterval = 8;
+  int setups_since_regroup_ = 0;
+  bool regroup_next_ = true;
   std::vector<int> constraint_diagonal_;  // value index of each constraint row's diagonal
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
