@@ -13,6 +13,7 @@
 
 #include "build.hpp"
 #include "integrators.hpp"
+#include "solver/krylov.hpp"
 #include "laws.hpp"
 #include "system.hpp"
 
@@ -800,6 +801,7 @@ PYBIND11_MODULE(_core, m) {
         "distance to the nearest collider triangle within the thickness (inf: none) and the "
         "normal there, and whether the segment from the point to `ends` crosses a triangle.");
   m.attr("SPLIT_MIN_MASSES") = System<3>::kSplitMinMasses;
+  m.attr("SPLIT_MIN_VECTOR_LENGTH") = static_cast<long>(VectorHalves::kMinLength);
   m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
   m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = System<3>::kMultigridMinMassesControlled;
   m.attr("INTEGRATOR_TABLE") = integrator_table();

@@ -234,18 +234,21 @@ def test_soft_springs_are_left_out_of_the_hierarchy():
     np.testing.assert_allclose(soft.positions, direct.positions, rtol=0, atol=1e-9)
 
 
-def test_split_work_gives_the_same_numbers():
+@pytest.mark.parametrize("n", [34, 76])
+def test_split_work_gives_the_same_numbers(n):
     """Big systems run half of assembly's and the linear solver's loops on a helper thread
-    (native/solver/two_way.hpp). The halves are the same whether the helper runs them or
-    the caller does (one core, or the helper busy), so a run's numbers do not depend on
-    the machine: bit for bit, also with two systems at once from two Python threads."""
+    (native/solver/two_way.hpp); from 76^2 on also GMRES's vector loops (krylov.hpp). The
+    halves are the same whether the helper runs them or the caller does (one core, or the
+    helper busy), so a run's numbers do not depend on the machine: bit for bit, also with
+    two systems at once from two Python threads."""
     import threading
 
     def run(allow):
         ms._core._allow_helper_thread(allow)
         try:
-            s = bending_sheet(34, 100.0)
+            s = bending_sheet(n, 100.0)
             assert len(s.masses) >= ms._core.SPLIT_MIN_MASSES
+            assert (3 * len(s.masses) >= ms._core.SPLIT_MIN_VECTOR_LENGTH) == (n > 34)
             s.tolerance = 1e-2
             s.simulate(0.2, 5)
             return s.positions.copy(), s.stats["krylov_iterations"]

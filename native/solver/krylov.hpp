@@ -10,6 +10,8 @@
 #include <cmath>
 #include <vector>
 
+#include "two_way.hpp"
+
 namespace ms {
 
 struct KrylovResult {
@@ -22,12 +24,36 @@ struct KrylovResult {
 // returns A v, `precondition(v)` an approximation of A^-1 v.
 constexpr double kTrustedRecurrenceTolerance = 1e-6;
 
+// The vector loops of GMRES over two halves of the entries at once, when `halves` is given
+// and the vectors are long: below kMinLength a handoff to the helper costs more than half
+// of a loop. Sums are the first half's plus the second's, whether or not the halves ran
+// at once, so the numbers do not depend on the machine.
+class VectorHalves {
+ public:
+  static constexpr Eigen::Index kMinLength = 16384;
+  VectorHalves(TwoWay* halves, Eigen::Index n) : halves_(n >= kMinLength ? halves : nullptr), n_(n) {}
+  // body(first, count) for each half; returns the sum of what the halves return.
+  template <class Body>
+  double sum(const Body& body) const {
+    if (!halves_) return body(0, n_);
+    const Eigen::Index middle = n_ / 2;
+    double part[2] = {0, 0};
+    halves_->run([&](int h) { part[h] = h == 0 ? body(0, middle) : body(middle, n_ - middle); });
+    return part[0] + part[1];
+  }
+
+ private:
+  TwoWay* halves_;
+  Eigen::Index n_;
+};
+
 template <class Multiply, class Precondition>
 KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
                    const Eigen::VectorXd& b, Eigen::VectorXd& x, double tol,
-                   int max_iterations, int restart = 30) {
+                   int max_iterations, int restart = 30, TwoWay* halves = nullptr) {
   using Eigen::VectorXd;
   KrylovResult result;
+  const VectorHalves split(halves, b.size());
   const double bnorm = b.norm();
   if (bnorm == 0.0) {
     x.setZero(b.size());
@@ -58,11 +84,17 @@ KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
       Z.push_back(precondition(V[j]));
       VectorXd w = multiply(Z[j]);
       ++result.iterations;
-      for (int i = 0; i <= j; ++i) {  // modified Gram-Schmidt
-        H(i, j) = w.dot(V[i]);
-        w -= H(i, j) * V[i];
+      // Modified Gram-Schmidt, each subtraction in one pass with the next product.
+      H(0, j) = split.sum([&](Eigen::Index f, Eigen::Index c) { return w.segment(f, c).dot(V[0].segment(f, c)); });
+      for (int i = 0; i <= j; ++i) {
+        const double next = split.sum([&](Eigen::Index f, Eigen::Index c) {
+          w.segment(f, c) -= H(i, j) * V[i].segment(f, c);
+          return i < j ? w.segment(f, c).dot(V[i + 1].segment(f, c)) : w.segment(f, c).squaredNorm();
+        });
+        if (i < j) H(i + 1, j) = next;
+        else H(j + 1, j) = std::sqrt(next);
       }
-      const double h_next = w.norm();
+      const double h_next = H(j + 1, j);
       for (int i = 0; i < j; ++i) {  // earlier Givens rotations on the new column
         const double t = cs(i) * H(i, j) + sn(i) * H(i + 1, j);
         H(i + 1, j) = -sn(i) * H(i, j) + cs(i) * H(i + 1, j);
@@ -85,7 +117,10 @@ KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
       for (int k = i + 1; k < j; ++k) y(i) -= H(i, k) * y(k);
       y(i) = H(i, i) != 0.0 ? y(i) / H(i, i) : 0.0;
     }
-    for (int i = 0; i < j; ++i) x += y(i) * Z[i];
+    split.sum([&](Eigen::Index f, Eigen::Index c) {
+      for (int i = 0; i < j; ++i) x.segment(f, c) += y(i) * Z[i].segment(f, c);
+      return 0.0;
+    });
     // A loose solve (Newton under error control asks for 1e-1) that converged by the
     // recurrence is done: with right preconditioning the recurrence's residual is the true
     // one but for round-off, far below such a tolerance on a basis of a few vectors, and

@@ -168,7 +168,7 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
     const KrylovResult krylov =
         gmres([this](const VectorXd& v) { return elements.multiply(v, halves_); },
               [this](const VectorXd& v) { return apply_preconditioner(v); }, b, x, tol,
-              multigrid_dim_ > 0 ? 200 : 40);
+              multigrid_dim_ > 0 ? 200 : 40, 30, halves_);
     krylov_iterations += krylov.iterations;
     const bool ok = krylov.converged && x.allFinite();
     // A factor that needs more iterations than when it was fresh has gone stale: refresh
