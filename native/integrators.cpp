@@ -610,8 +610,7 @@ double System<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc
 }
 
 template <int D>
-bool System<D>::energy_kept(double energy_before, double energy_scale) const {
-  const double energy = kinetic_energy() + potential_energy();
+bool System<D>::energy_kept(double energy_before, double energy, double energy_scale) const {
   // A step may raise the energy a little (the integrator's own oscillation around the
   // exact value), but the run never climbs more than 1 % of the energy at stake above
   // where it started (tests/test_core_error_control.py: the rope and the folding sheet).
@@ -642,6 +641,9 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     energy_ceiling_ = energy_now;
     ceiling_gravity_ = gravity;
   }
+  // The energy of the state the next step starts from (only while it is checked): an
+  // accepted step's is the one it was checked with.
+  double energy_at_state = check_energy ? energy_now : 0.0;
   double h = step_proposal_ > 0 ? std::min(step_proposal_, h_max) : h_max;
   const double h_min = 1e-12 * std::max(h_max, 1.0);
   strict_newton_ = false;
@@ -654,15 +656,17 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     else if (h > 0.5 * left) h = 0.5 * left;
     const State<D> before = state_;
     const NewtonPredictor predictor_before = predictor_;  // a rejected step teaches nothing
-    const double energy_before = check_energy ? kinetic_energy() + potential_energy() : 0.0;
+    const double energy_before = energy_at_state;
     std::string why;
     const bool solved = implicit_step(h, path, why);
     const double err = solved ? last_local_error / (tolerance * length_scale_)
                               : std::numeric_limits<double>::infinity();
-    const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_scale);
+    const double energy_after = solved && check_energy ? kinetic_energy() + potential_energy() : 0.0;
+    const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_after, energy_scale);
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
       require_bounded_positions();
       ++total_steps;
+      energy_at_state = energy_after;
       strict_newton_ = false;
       // The local error is O(h^3): the step that would just meet the tolerance, with a
       // safety factor, growing at most 2x per step.
@@ -691,7 +695,10 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     // repeated cuts amplify (accelerations ~ 1/h^2): restart from consistent values. An
     // accepted step's gentle change of size (at most 2x) keeps generalized-alpha's
     // auxiliary acceleration: restarting there loses energy every change.
-    if (!constraints_.empty()) make_consistent(path, 0.0);
+    if (!constraints_.empty()) {
+      make_consistent(path, 0.0);
+      if (check_energy) energy_at_state = kinetic_energy() + potential_energy();
+    }
     if (h < h_min)
       throw SimulationError(
           "step from t=" + fmt(state_.time) + " failed at the smallest step size " + fmt(h) +

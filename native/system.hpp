@@ -314,9 +314,10 @@ class System {
   IntegratorKind step_kind(double h, const FixPath<D>& path) const;
   // RMS over the masses of |v_i| / m_i for a vector of forces v (per-mass acceleration).
   double rms_acceleration(const VectorXd& forces) const;
-  // Whether the step just taken from `before` kept the energy from growing by more than
-  // the tolerance allows (the physics cannot add energy when no fix moves).
-  bool energy_kept(double energy_before, double energy_scale) const;
+  // Whether the step just taken, from energy_before to `energy`, kept the energy from
+  // growing by more than the tolerance allows (the physics cannot add energy when no fix
+  // moves).
+  bool energy_kept(double energy_before, double energy, double energy_scale) const;
   // The energy a run under error control may not climb above: its energy when error
   // control started or the fixes last moved (NaN: not set yet).
   double energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
