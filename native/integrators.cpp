@@ -669,8 +669,13 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
       energy_at_state = energy_after;
       strict_newton_ = false;
       // The local error is O(h^3): the step that would just meet the tolerance, with a
-      // safety factor, growing at most 2x per step.
-      const double grow = std::clamp(0.9 * std::cbrt(1.0 / std::max(err, 1e-12)), 0.2, 2.0);
+      // safety factor, growing at most 2x per step. 0.85, not the textbooks' 0.9: at 0.9 a
+      // folding sheet at the default tolerance met the 1 % accuracy bound of issue 15 with
+      // no margin, on one side or the other depending on round-off in the linear solver
+      // (test_a_folding_sheet_at_the_default_tolerance_follows_a_converged_run;
+      // docs/performance.md, "Kept aggregates").
+      constexpr double kSafety = 0.85;
+      const double grow = std::clamp(kSafety * std::cbrt(1.0 / std::max(err, 1e-12)), 0.2, 2.0);
       const double next =
           std::min(h_max, (h < proposal ? proposal : h) * (h < proposal ? 1.0 : grow));
       if (left - h <= 1e-12 * h_max) state_.time = t_end;  // exactly, not by round-off
