@@ -233,12 +233,15 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     const double round_off = 1e-13 * element_force_scale_ + 1e-13 * max_stiffness_ * q_size;
     const double g_floor = 1e-13 * q_size;
     double force_err = 0, constraint_err = 0;  // <= 1: converged
-    for (int i = 0; i < num_masses(); ++i)
+    for (int i = 0; i < num_masses(); ++i) {
+      double largest = 0;  // of the mass's components: one division per mass
       for (int k = 0; k < D; ++k) {
         const int r = D * i + k;
         R(r) = mass_[i] * acc(r) - F(r);
-        force_err = std::max(force_err, std::abs(R(r)) / std::max(mass_[i] * acc_tol, round_off));
+        largest = std::max(largest, std::abs(R(r)));
       }
+      force_err = std::max(force_err, largest / std::max(mass_[i] * acc_tol, round_off));
+    }
     for (int j = 0; j < nc; ++j) {
       R(nm + j) = g(j) / step.bq;
       constraint_err = std::max(constraint_err, std::abs(g(j)) / std::max(pos_tol, g_floor));

@@ -617,6 +617,7 @@ void SmoothedAggregation::smooth(const Level& level, const VectorXd& b, VectorXd
                                  bool forward) const {
   const int nn = level.num_nodes(), middle = level.middle;
   if (middle == 0) {
+    if (forward) pending.setZero();
     lower_block_sweep<D>(level.lower, level.lower.row_start.data(), level.block_inv, b, x, pending, forward, 0, nn);
     return;
   }
@@ -625,8 +626,11 @@ void SmoothedAggregation::smooth(const Level& level, const VectorXd& b, VectorXd
   // correction in the backward one (added to `pending` before it).
   if (!forward) add_cross_blocks<D>(level.lower, level.first_inner, middle, x, pending, 1.0);
   auto half = [&](int h) {
-    lower_block_sweep<D>(level.lower, level.first_inner.data(), level.block_inv, b, x, pending, forward,
-                         h == 0 ? 0 : middle, h == 0 ? middle : nn);
+    const int first = h == 0 ? 0 : middle, last = h == 0 ? middle : nn;
+    // Forward, each half's own rows of `pending` start at zero; the sweep scatters within
+    // its half only (the cross blocks come after).
+    if (forward) pending.segment(static_cast<Eigen::Index>(D) * first, static_cast<Eigen::Index>(D) * (last - first)).setZero();
+    lower_block_sweep<D>(level.lower, level.first_inner.data(), level.block_inv, b, x, pending, forward, first, last);
   };
   if (halves) {
     halves->run(half);
@@ -644,8 +648,8 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
     return;
   }
   const Level& level = levels_[l];
-  VectorXd r = VectorXd::Zero(b.size());
-  x.setZero(b.size());
+  VectorXd r(b.size());  // zeroed by the forward sweep, row half by row half
+  x.resize(b.size());    // the forward sweep writes every row before it reads it
   smooth<D>(level, b, x, r, true);
   const Eigen::Index nc = static_cast<Eigen::Index>(levels_[l + 1].num_nodes()) * D;
   const int rows = level.P.rows(), middle = rows / 2;
