@@ -4,7 +4,7 @@ Prints numbers; it asserts nothing (timings on shared machines are noisy: compar
 ratios measured in one run). The course's reference code needs 116 ms per step for the
 100-mass chain and 1530 ms per step for the 20x10 braced bridge (dense matrices).
 
-    python scripts/bench_core.py [--quick]
+    python scripts/bench_core.py [--quick] [--folding]
 """
 from __future__ import annotations
 
@@ -67,6 +67,9 @@ def main():
     ap.add_argument("--curtain", action="store_true",
                     help="also a 129x129 sheet pinned along its top edge, step by step for "
                          "0.1 s: time, Newton iterations, halvings (about 20 s)")
+    ap.add_argument("--folding", action="store_true",
+                    help="also folding sheets at the add-on's defaults, 33x33 and 129x129 "
+                         "(issue 15's growth, the core alone; about a minute)")
     ap.add_argument("--write-docs", action="store_true",
                     help="also write the table into docs/performance.md (section bench_core)")
     args = ap.parse_args()
@@ -141,6 +144,8 @@ def main():
         exponents.append(f"129² to 257², {PINNED['corners']}, multigrid: n^{slope:.2f}")
     if args.curtain:
         curtain(h)
+    if args.folding:
+        folding_growth()
     if args.write_docs:
         import perf_doc
         window = f"{grid_steps} steps of 1/120 s ({grid_steps / 120:.1f} s of falling from rest)"
@@ -151,6 +156,41 @@ def main():
 
 
 PINNED = {"corners": "hanging from 2 corners", "edge": "hanging from its top edge"}
+
+
+def folding_sheet(n, pinned):
+    """The sheet of ../shared/bench/cloth_side_by_side.py as the add-on builds it with its
+    defaults: 1 m, 1 kg, structural springs of 1000 N/m, lying flat, pinned at the two
+    corners of one side or along that side, generalized-alpha (rho_inf 0.5) under error
+    control (Accuracy 0.01)."""
+    pins = [0, n - 1] if pinned == "corners" else list(range(n))
+    mss = ms.build_system(presets.cloth(n, n, spacing=1.0 / (n - 1), pins=pins, total_mass=1.0,
+                                        stiffness=1000.0, damping=0.01))
+    mss.set_integrator("generalized_alpha", rho_inf=0.5)
+    mss.tolerance = 0.01
+    return mss
+
+
+def folding_growth(repeats=3, fps=24, substeps=5):
+    """Issue 15's growth measure for the core alone: ms per frame of folding sheets at 33²
+    (25 frames) and 129² (13 frames, as cloth_side_by_side.py), best of `repeats`, and the
+    exponent of the growth in the vertex count between them."""
+    for pinned in ("corners", "edge"):
+        best = {}
+        for n, frames in ((33, 25), (129, 13)):
+            best[n] = float("inf")
+            for _ in range(repeats):
+                mss = folding_sheet(n, pinned)
+                t0 = time.perf_counter()
+                for _ in range(frames - 1):
+                    mss.simulate(1.0 / fps, substeps)
+                best[n] = min(best[n], 1e3 * (time.perf_counter() - t0) / (frames - 1))
+            st = mss.stats
+            print(f"folding {n}x{n} {pinned:7s} {best[n]:8.1f} ms/frame   {st['steps']} steps, "
+                  f"{st['newton_iterations']} Newton, {st['krylov_iterations']} GMRES iterations, "
+                  f"{st['factorizations']} setups", flush=True)
+        slope = np.log(best[129] / best[33]) / np.log(129**2 / 33**2)
+        print(f"growth exponent of folding sheets from 33x33 to 129x129, {pinned}: {slope:.3f}")
 
 
 def newton_per_step(mss) -> float:
