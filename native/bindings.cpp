@@ -580,7 +580,7 @@ void bind_system(py::module_& m, const std::string& name) {
       // -- diagnostics
       .def("kinetic_energy", &S::kinetic_energy)
       .def("potential_energy", &S::potential_energy)
-      .def("energy", [](const S& s) { return s.kinetic_energy() + s.potential_energy(); })
+      .def("energy", &S::total_energy)
       .def("max_constraint_violation", &S::max_constraint_violation)
       .def_property_readonly("constraint_forces",
                              [](S& s) {

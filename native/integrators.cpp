@@ -635,7 +635,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     weight_energy += mass_[i] * gravity.norm() * length_scale_;
     gravity_potential -= mass_[i] * gravity.dot(pos(i));
   }
-  const double energy_now = kinetic_energy() + potential_energy();
+  const double energy_now = total_energy();
   const double energy_scale = weight_energy + std::abs(energy_now - gravity_potential);
   // Fixes that move add energy: the ceiling starts again after them.
   if (!check_energy || gravity != ceiling_gravity_)
@@ -664,7 +664,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     const bool solved = implicit_step(h, path, why);
     const double err = solved ? last_local_error / (tolerance * length_scale_)
                               : std::numeric_limits<double>::infinity();
-    const double energy_after = solved && check_energy ? kinetic_energy() + potential_energy() : 0.0;
+    const double energy_after = solved && check_energy ? total_energy() : 0.0;
     const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_after, energy_scale);
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
       require_bounded_positions();
@@ -705,7 +705,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     // auxiliary acceleration: restarting there loses energy every change.
     if (!constraints_.empty()) {
       make_consistent(path, 0.0);
-      if (check_energy) energy_at_state = kinetic_energy() + potential_energy();
+      if (check_energy) energy_at_state = total_energy();
     }
     if (h < h_min)
       throw SimulationError(

@@ -191,6 +191,7 @@ class System {
   double last_local_error = 0.0;  // of the last implicit step, in length units (RMS)
   double kinetic_energy() const;
   double potential_energy() const;
+  double total_energy() const { return kinetic_energy() + potential_energy(); }
   double max_constraint_violation() const;  // | |p_b - p_a| - L0 |, length units
   VectorXd constraint_forces();             // rod tension, + pulls (lam scaled by |d|/L0)
   double constraint_force(int j);           // the same for one rod

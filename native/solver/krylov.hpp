@@ -20,8 +20,7 @@ struct KrylovResult {
   bool converged = false;
 };
 
-// Solves A x = b from the initial guess in x until |b - A x| <= tol |b|. `multiply(v)`
-// returns A v, `precondition(v)` an approximation of A^-1 v.
+// From this tolerance on, a solve that converged by GMRES's recurrence is trusted (below).
 constexpr double kTrustedRecurrenceTolerance = 1e-6;
 
 // The vector loops of GMRES over two halves of the entries at once, when `halves` is given
@@ -47,6 +46,9 @@ class VectorHalves {
   Eigen::Index n_;
 };
 
+// Solves A x = b from the initial guess in x until |b - A x| <= tol |b|. `multiply(v)`
+// returns A v, `precondition(v)` an approximation of A^-1 v.
+// With `halves`, long vectors' loops run in two halves at once (VectorHalves).
 template <class Multiply, class Precondition>
 KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
                    const Eigen::VectorXd& b, Eigen::VectorXd& x, double tol,
@@ -85,7 +87,8 @@ KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
       VectorXd w = multiply(Z[j]);
       ++result.iterations;
       // Modified Gram-Schmidt, each subtraction in one pass with the next product.
-      H(0, j) = split.sum([&](Eigen::Index f, Eigen::Index c) { return w.segment(f, c).dot(V[0].segment(f, c)); });
+      H(0, j) = split.sum(
+          [&](Eigen::Index f, Eigen::Index c) { return w.segment(f, c).dot(V[0].segment(f, c)); });
       for (int i = 0; i <= j; ++i) {
         const double next = split.sum([&](Eigen::Index f, Eigen::Index c) {
           w.segment(f, c) -= H(i, j) * V[i].segment(f, c);

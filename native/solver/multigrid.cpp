@@ -565,8 +565,7 @@ int SmoothedAggregation::coarsen(int l, Level& next, bool keep_aggregates) {
 bool SmoothedAggregation::compute(const ElementMatrix& elements) { return build_levels(elements, false); }
 
 bool SmoothedAggregation::refresh(const ElementMatrix& elements) {
-  const bool can_keep = levels_.size() >= 2 && same_topology(elements);
-  return build_levels(elements, can_keep);
+  return build_levels(elements, can_refresh(elements));
 }
 
 bool SmoothedAggregation::build_levels(const ElementMatrix& elements, bool keep_aggregates) {

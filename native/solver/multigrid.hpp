@@ -48,8 +48,10 @@ class SmoothedAggregation {
   // The same hierarchy anew from new values of the elements (same topology), on the
   // aggregates of the last compute(): every prolongator smoothed and every coarse matrix
   // multiplied anew, only the grouping of nodes kept. Falls back to compute() when there
-  // is nothing to keep.
+  // is nothing to keep (see can_refresh).
   bool refresh(const ElementMatrix& elements);
+  // Whether refresh() can keep the aggregates: a hierarchy for the same topology.
+  bool can_refresh(const ElementMatrix& elements) const { return levels_.size() >= 2 && same_topology(elements); }
   // One V-cycle for A x = b, starting from x = 0.
   void apply(const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
   // The finest level's smoother from new values of the elements (same topology as at

@@ -68,7 +68,8 @@ void NewtonLinearSolver::sync_matrix() {
 bool NewtonLinearSolver::refactor() {
   if (multigrid_dim_ > 0) {
     const auto start = std::chrono::steady_clock::now();
-    const bool regroup = regroup_next_ || setups_since_regroup_ + 1 >= kRegroupInterval;
+    const bool regroup = regroup_next_ || setups_since_regroup_ + 1 >= kRegroupInterval ||
+                         !multigrid_.can_refresh(elements);
     const bool ok = regroup ? multigrid_.compute(elements) : multigrid_.refresh(elements);
     setups_since_regroup_ = regroup ? 0 : setups_since_regroup_ + 1;
     regroupings += regroup;
