@@ -654,7 +654,7 @@ void bind_system(py::module_& m, const std::string& name) {
           py::arg("b"), py::arg("rebuild") = true, py::arg("keep_aggregates") = false,
           "One application of the Newton solver's preconditioner (LDL^T factor or multigrid "
           "V-cycle) to b, rebuilt from the last Newton matrix (keep_aggregates: the multigrid "
-          "on the grouping of nodes it has), or with rebuild=False only the multigrid's "
+          "on the aggregates and prolongators it has), or with rebuild=False only the multigrid's "
           "finest smoother renewed from it. For tests and diagnostics.")
       .def(
           "jacobian",

@@ -84,11 +84,12 @@ def test_renewed_smoother_equals_a_rebuilt_hierarchy(dim):
 
 
 @pytest.mark.parametrize("dim", [2, 3])
-def test_a_hierarchy_on_kept_aggregates_is_the_rebuilt_hierarchy(dim):
-    """Most setups keep the grouping of nodes into aggregates and compute everything else
-    anew (prolongators, coarse matrices, smoothers). While the grouping a new setup would
-    choose is the same, the V-cycle must be a full rebuild's, bit for bit, and not the stale
-    hierarchy's."""
+def test_a_hierarchy_on_kept_prolongators_renews_the_coarse_matrices(dim):
+    """Most setups keep the grouping of nodes into aggregates and the prolongators (scalar
+    matrices: a turning spring leaves them as they were) and multiply the coarse matrices
+    and make the smoothers anew. From the values the hierarchy was built from, that must
+    be the build, bit for bit; after the blocks turned, it must take away most of what
+    separates the stale hierarchy from a full rebuild."""
     b = np.random.default_rng(2).standard_normal(2 * 24 * 24 * dim)
     twins = []
     for _ in range(2):
@@ -96,7 +97,8 @@ def test_a_hierarchy_on_kept_aggregates_is_the_rebuilt_hierarchy(dim):
         s.linear_solver = "multigrid"
         s.simulate(0.2, 24)
         b = b[: s.num_unknowns]
-        s.precondition(b, rebuild=True)
+        built = s.precondition(b, rebuild=True)
+        np.testing.assert_array_equal(s.precondition(b, rebuild=True, keep_aggregates=True), built)
         s.simulate(1 / 60, 2)  # the blocks turn, the strong couplings stay
         twins.append(s)
     regrouped = [s.stats["multigrid_regroupings"] for s in twins]
@@ -104,8 +106,10 @@ def test_a_hierarchy_on_kept_aggregates_is_the_rebuilt_hierarchy(dim):
     kept = twins[0].precondition(b, rebuild=True, keep_aggregates=True)
     rebuilt = twins[1].precondition(b, rebuild=True)
     assert [s.stats["multigrid_regroupings"] - r for s, r in zip(twins, regrouped)] == [0, 1]
-    np.testing.assert_array_equal(kept, rebuilt)
-    assert np.abs(stale - rebuilt).max() > 1e-3 * np.abs(rebuilt).max()
+    staleness = np.abs(stale - rebuilt).max()
+    assert staleness > 1e-3 * np.abs(rebuilt).max()
+    # measured: 0.26 (2D) and 0.055 (3D); only the finest smoother renewed would give ~1
+    assert np.abs(kept - rebuilt).max() < 0.5 * staleness
 
 
 def test_precondition_needs_a_step():

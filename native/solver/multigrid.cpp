@@ -105,8 +105,12 @@ DoubleBlocks rows_by_halves(int num_rows, TwoWay* halves, double& products, cons
 }
 
 // X Y, with Y's columns numbered below `cols`; adds the block products to `products`.
-template <int D>
+// A matrix marked scalar holds one value per block, standing for that value times I
+// (the prolongators: see coarsen).
+template <int D, bool x_scalar = false, bool y_scalar = false>
 DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, double& products, TwoWay* halves) {
+  static_assert(!(x_scalar && y_scalar), "the product of two scalar matrices is not made");
+  constexpr int x_size = x_scalar ? 1 : D * D, y_size = y_scalar ? 1 : D * D;
   return rows_by_halves(X.rows(), halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
     RowAccumulator<D> acc(cols);
     reserve_blocks<D>(out, X.row_start[last] - X.row_start[first], [&](int p) {
@@ -115,18 +119,26 @@ DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, do
     for (int k = first; k < last; ++k) {
       for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
         const int j = X.col[p];
-        const ConstBlockMap<D> x(&X.values[static_cast<std::size_t>(p) * D * D]);
-        for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q)
-          acc.at(out, Y.col[q]).noalias() += x * ConstBlockMap<D>(&Y.values[static_cast<std::size_t>(q) * D * D]);
-        count += Y.row_start[j + 1] - Y.row_start[j];
+        const double* x = &X.values[static_cast<std::size_t>(p) * x_size];
+        for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q) {
+          const double* y = &Y.values[static_cast<std::size_t>(q) * y_size];
+          if constexpr (x_scalar)
+            acc.at(out, Y.col[q]).noalias() += *x * ConstBlockMap<D>(y);
+          else if constexpr (y_scalar)
+            acc.at(out, Y.col[q]).noalias() += *y * ConstBlockMap<D>(x);
+          else
+            acc.at(out, Y.col[q]).noalias() += ConstBlockMap<D>(x) * ConstBlockMap<D>(y);
+        }
+        // a product with a scalar is a D x D block's worth of work, not D of them
+        count += (x_scalar || y_scalar ? 1.0 : D) * (Y.row_start[j + 1] - Y.row_start[j]);
       }
       acc.end_row(out);
     }
   });
 }
 
-template <int D>
-DoubleBlocks transpose(const DoubleBlocks& X, int cols) {
+// X^T for a scalar matrix (see multiply).
+DoubleBlocks transpose_scalar(const DoubleBlocks& X, int cols) {
   DoubleBlocks out;
   out.row_start.assign(cols + 1, 0);
   for (int c : X.col) ++out.row_start[c + 1];
@@ -138,18 +150,8 @@ DoubleBlocks transpose(const DoubleBlocks& X, int cols) {
     for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
       const int q = next[X.col[p]]++;
       out.col[q] = k;
-      BlockMap<D> target(out.values.data() + static_cast<std::size_t>(q) * D * D);
-      target = ConstBlockMap<D>(&X.values[static_cast<std::size_t>(p) * D * D]).transpose();
+      out.values[q] = X.values[p];
     }
-  return out;
-}
-
-// The blocks of X in float.
-FloatBlocks to_float(const DoubleBlocks& X, int DD) {
-  FloatBlocks out;
-  out.col = X.col;
-  out.row_start = X.row_start;
-  out.values.assign(X.values.begin(), X.values.end());
   return out;
 }
 
@@ -338,34 +340,17 @@ void add_cross_blocks(const FloatBlocks& lower, const std::vector<int>& first_in
     }
 }
 
-// fine += P coarse (transpose = false) or coarse += P^T fine (transpose = true).
-template <int D, bool transpose>
-void prolongation_product(const FloatBlocks& P, const double* in, double* out, int first, int last) {
+// out_k += sum_j X_kj in_j over the rows [first, last) of a scalar matrix X (see
+// multiply): the prolongation (X = P, fine rows) and the restriction (X = P^T, coarse rows).
+template <int D>
+void scalar_product(const DoubleBlocks& X, const double* in, double* out, int first, int last) {
   for (int k = first; k < last; ++k) {
-    double s[D] = {};  // the fine row: its sum (P x) or its values (P^T r)
-    if (transpose)
-      for (int i = 0; i < D; ++i) s[i] = in[D * k + i];
-    const float* B = &P.values[static_cast<std::size_t>(P.row_start[k]) * D * D];
-    for (int p = P.row_start[k]; p < P.row_start[k + 1]; ++p, B += D * D) {
-      const int j = P.col[p];
-      if (transpose) {
-        double* cj = out + D * j;
-        for (int c = 0; c < D; ++c) {
-          double t = 0;
-          for (int i = 0; i < D; ++i) t += B[D * i + c] * s[i];
-          cj[c] += t;
-        }
-      } else {
-        const double* xj = in + D * j;
-        for (int i = 0; i < D; ++i) {
-          double t = 0;
-          for (int c = 0; c < D; ++c) t += B[D * i + c] * xj[c];
-          s[i] += t;
-        }
-      }
+    double s[D] = {};
+    for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
+      const double* xj = in + D * X.col[p];
+      for (int i = 0; i < D; ++i) s[i] += X.values[p] * xj[i];
     }
-    if (!transpose)
-      for (int i = 0; i < D; ++i) out[D * k + i] += s[i];
+    for (int i = 0; i < D; ++i) out[D * k + i] += s[i];
   }
 }
 
@@ -491,20 +476,45 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
 }
 
 // One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),
-// -1 if a diagonal block is singular.
+// -1 if a diagonal block is singular. With keep, the level's aggregates and prolongator
+// stay and only the coarse matrix is multiplied anew.
 template <int D>
-int SmoothedAggregation::coarsen(int l, Level& next, bool keep_aggregates) {
+int SmoothedAggregation::coarsen(int l, Level& next, bool keep) {
   Level& level = levels_[l];
   constexpr int DD = D * D;
   const DoubleBlocks& A = level.A;
   const int nn = level.num_nodes();
-  if (!keep_aggregates) level.aggregate = aggregate(A, DD, level.num_aggregates);
-  const std::vector<int>& agg = level.aggregate;
+  if (!keep) level.aggregate = aggregate(A, DD, level.num_aggregates);
   const int num_agg = level.num_aggregates;
   if (num_agg == 0 || num_agg > 0.8 * nn) return 0;
   if (!prepare_smoother(level)) return -1;
-  // Tentative prolongator: each aggregate's translations, normalized; the coarse node's
-  // near-null space is the norm it had.
+  double products = 0;
+  if (!keep || level.P.rows() != nn) products += smooth_prolongator<D>(l, next);
+  const DoubleBlocks AP = multiply<D, false, true>(A, level.P, num_agg, products, halves);
+  next.A = multiply<D, true, false>(level.R, AP, num_agg, products, halves);
+  release_spare_room(next.A);
+  setup_flops_ += kProductFlopCost * products * DD;
+  cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * nn) * DD + (level.P.num_blocks() + level.R.num_blocks()) * D;
+  return 1;
+}
+
+// Level l's prolongator P = (I - omega Dtilde^-1 Atilde) T and its transpose R, from its
+// aggregates; sets the next level's near-null space. Returns its work in block products.
+//
+// T (tentative): each aggregate's translations, normalized; the coarse node's near-null
+// space is the norm it had. Atilde is A with each block replaced by its isotropic part
+// trace/D times I, so P is a scalar matrix: a spring that turns leaves it as it was, and a
+// setup can keep it and multiply only the coarse matrices anew. The full blocks' P (the
+// textbook one) goes stale as a sheet folds, and cannot be kept (docs/performance.md, "A
+// prolongator that does not turn"). omega = 4 / (3 rho(D^-1 A)) with the full blocks'
+// D^-1 A: with Atilde's own spectral radius the V-cycles were weaker.
+template <int D>
+double SmoothedAggregation::smooth_prolongator(int l, Level& next) {
+  Level& level = levels_[l];
+  constexpr int DD = D * D;
+  const DoubleBlocks& A = level.A;
+  const std::vector<int>& agg = level.aggregate;
+  const int nn = level.num_nodes(), num_agg = level.num_aggregates;
   std::vector<double> norm(num_agg, 0.0), t(nn, 0.0);
   for (int k = 0; k < nn; ++k)
     if (agg[k] >= 0) norm[agg[k]] += level.weight[k] * level.weight[k];
@@ -512,7 +522,7 @@ int SmoothedAggregation::coarsen(int l, Level& next, bool keep_aggregates) {
   for (int k = 0; k < nn; ++k)
     if (agg[k] >= 0) t[k] = level.weight[k] / norm[agg[k]];
   next.weight = norm;
-  // Smoothing weight 4 / (3 rho(D^-1 A)), rho from a deterministic power iteration.
+  // rho from a deterministic power iteration
   if (static_cast<int>(top_modes_.size()) <= l) top_modes_.resize(l + 1);
   VectorXd& x = top_modes_[l];
   const bool warm = x.size() == static_cast<Eigen::Index>(nn) * D;
@@ -532,34 +542,32 @@ int SmoothedAggregation::coarsen(int l, Level& next, bool keep_aggregates) {
     x = y / size;
   }
   const double omega = 4.0 / (3.0 * rho);
-  // P = (I - omega D^-1 A) T, row by row: row k's block for aggregate a is
-  // t_k [agg k = a] I - omega D_k^-1 sum_{j in a} A_kj t_j.
-  double products = 0;
-  const DoubleBlocks P = rows_by_halves(nn, halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
-    RowAccumulator<D> acc(num_agg);
-    reserve_blocks<D>(out, A.row_start[last] - A.row_start[first], [](int) { return 1; }, A.row_start[first]);
+  // Row k's entry for aggregate a: t_k [agg k = a] - omega / d_k sum_{j in a} a_kj t_j,
+  // with a_kj = trace(A_kj) / D and d_k = a_kk.
+  double products = 2.0 * power_iterations * A.num_blocks();
+  level.P = rows_by_halves(nn, halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
+    RowAccumulator<1> acc(num_agg);
+    reserve_blocks<1>(out, A.row_start[last] - A.row_start[first], [](int) { return 1; }, A.row_start[first]);
+    auto isotropic = [&](int p) { return ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * DD]).trace() / D; };
     for (int k = first; k < last; ++k) {
       const int row_first = out.num_blocks();
-      for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p)
-        if (const int a = agg[A.col[p]]; a >= 0)
-          acc.at(out, a) += t[A.col[p]] * ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * DD]);
-      const ConstBlockMap<D> inv{level.block_inv.data() + static_cast<std::size_t>(k) * DD};
+      double diagonal = 0;
+      for (int p = A.row_start[k]; p < A.row_start[k + 1]; ++p) {
+        const double a_kj = isotropic(p);
+        if (A.col[p] == k) diagonal = a_kj;
+        if (const int a = agg[A.col[p]]; a >= 0) acc.at(out, a)(0, 0) += t[A.col[p]] * a_kj;
+      }
       for (int q = row_first; q < out.num_blocks(); ++q) {
-        BlockMap<D> block(&out.values[static_cast<std::size_t>(q) * DD]);
-        block = (-omega * inv * block).eval();
-        if (out.col[q] == agg[k]) block.diagonal().array() += t[k];
+        out.values[q] *= -omega / diagonal;
+        if (out.col[q] == agg[k]) out.values[q] += t[k];
       }
       count += A.row_start[k + 1] - A.row_start[k];
       acc.end_row(out);
     }
   });
-  const DoubleBlocks AP = multiply<D>(A, P, num_agg, products, halves);
-  next.A = multiply<D>(transpose<D>(P, num_agg), AP, num_agg, products, halves);
-  release_spare_room(next.A);
-  level.P = to_float(P, DD);
-  setup_flops_ += kProductFlopCost * products * D * DD + 2.0 * power_iterations * A.num_blocks() * DD;
-  cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * P.num_blocks() + 2.0 * nn) * DD;
-  return 1;
+  release_spare_room(level.P);
+  level.R = transpose_scalar(level.P, num_agg);
+  return products;
 }
 
 bool SmoothedAggregation::compute(const ElementMatrix& elements) { return build_levels(elements, false); }
@@ -650,27 +658,12 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   VectorXd r(b.size());  // zeroed by the forward sweep, row half by row half
   x.resize(b.size());    // the forward sweep writes every row before it reads it
   smooth<D>(level, b, x, r, true);
-  const Eigen::Index nc = static_cast<Eigen::Index>(levels_[l + 1].num_nodes()) * D;
-  const int rows = level.P.rows(), middle = rows / 2;
-  VectorXd coarse_r = VectorXd::Zero(nc), coarse_x;
-  if (halves) {  // each half of the fine rows restricts into its own vector
-    VectorXd& second = restriction_scratch_;
-    halves->run([&](int half) {
-      if (half == 0) {
-        prolongation_product<D, true>(level.P, r.data(), coarse_r.data(), 0, middle);
-      } else {
-        second.setZero(nc);
-        prolongation_product<D, true>(level.P, r.data(), second.data(), middle, rows);
-      }
-    });
-    coarse_r += second;
-  } else {
-    prolongation_product<D, true>(level.P, r.data(), coarse_r.data(), 0, rows);
-  }
+  const int nc = levels_[l + 1].num_nodes();
+  VectorXd coarse_r = VectorXd::Zero(static_cast<Eigen::Index>(nc) * D), coarse_x;
+  in_halves(nc, halves, [&](int first, int last) { scalar_product<D>(level.R, r.data(), coarse_r.data(), first, last); });
   cycle<D>(l + 1, coarse_r, coarse_x);
-  in_halves(rows, halves, [&](int first, int last) {
-    prolongation_product<D, false>(level.P, coarse_x.data(), x.data(), first, last);
-  });
+  in_halves(level.num_nodes(), halves,
+            [&](int first, int last) { scalar_product<D>(level.P, coarse_x.data(), x.data(), first, last); });
   r.setZero();
   smooth<D>(level, b, x, r, false);
 }

@@ -8,7 +8,9 @@
 // The hierarchy: nodes (a mass's D unknowns, later an aggregate's D coarse unknowns) are
 // grouped into aggregates of strongly coupled neighbours; the tentative prolongator maps
 // each aggregate's coarse unknowns onto the translations restricted to it, normalized; one
-// damped block-Jacobi step smooths it; the coarse matrix is the Galerkin product P^T A P.
+// damped Jacobi step on the isotropic part of each block (trace/D times I) smooths it, so
+// P is a scalar matrix that the springs' turning leaves alone; the coarse matrix is the
+// Galerkin product P^T A P.
 // The smoother is block Gauss-Seidel (forward before, backward after the coarse
 // correction), so the V-cycle is symmetric.
 //
@@ -45,12 +47,13 @@ class SmoothedAggregation {
   // The hierarchy of the symmetrized Newton matrix sym(J) given in element form (no rods).
   // False if a diagonal block or the coarsest matrix could not be factored.
   bool compute(const ElementMatrix& elements);
-  // The same hierarchy anew from new values of the elements (same topology), on the
-  // aggregates of the last compute(): every prolongator smoothed and every coarse matrix
-  // multiplied anew, only the grouping of nodes kept. Falls back to compute() when there
-  // is nothing to keep (see can_refresh).
+  // The hierarchy renewed from new values of the elements (same topology): the aggregates
+  // and prolongators of the last compute() kept, every coarse matrix multiplied and every
+  // smoother made anew (half the work of compute()). Falls back to compute() when there is
+  // nothing to keep (see can_refresh).
   bool refresh(const ElementMatrix& elements);
-  // Whether refresh() can keep the aggregates: a hierarchy for the same topology.
+  // Whether refresh() can keep the aggregates and prolongators: a hierarchy for the same
+  // topology.
   bool can_refresh(const ElementMatrix& elements) const { return levels_.size() >= 2 && same_topology(elements); }
   // One V-cycle for A x = b, starting from x = 0.
   void apply(const Eigen::VectorXd& b, Eigen::VectorXd& x) const;
@@ -98,7 +101,9 @@ class SmoothedAggregation {
     int middle = 0;
     std::vector<int> first_inner;
     std::vector<int> lower_source;  // the block of A each block of `lower` holds
-    Blocks<float> P;  // prolongation from the next level (its nodes are the columns)
+    // The prolongation from the next level (its nodes are the columns) and its transpose,
+    // the restriction: scalar matrices, one value per block standing for that value times I.
+    Blocks<double> P, R;
     std::vector<int> aggregate;  // the next level's node each node belongs to (-1: none)
     int num_aggregates = 0;
     int num_nodes() const { return A.rows(); }
@@ -115,7 +120,9 @@ class SmoothedAggregation {
   bool prepare_smoother(Level& level) const;
   // Builds the level below level l into `next`.
   template <int D>
-  int coarsen(int l, Level& next, bool keep_aggregates);
+  int coarsen(int l, Level& next, bool keep);
+  template <int D>
+  double smooth_prolongator(int l, Level& next);
   bool build_levels(const ElementMatrix& elements, bool keep_aggregates);
   template <int D>
   void smooth(const Level& level, const Eigen::VectorXd& b, Eigen::VectorXd& x, Eigen::VectorXd& pending,
@@ -134,7 +141,6 @@ class SmoothedAggregation {
   std::vector<int> diagonal_;                    // level 0's diagonal block of each row
   std::vector<Eigen::VectorXd> top_modes_;  // each level's last power-iteration vector
   Eigen::SimplicialLDLT<SpMat> coarse_;
-  mutable Eigen::VectorXd restriction_scratch_;  // the second half's restriction
   int dim_ = 0;
   double cycle_flops_ = 0, setup_flops_ = 0;
 };

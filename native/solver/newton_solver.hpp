@@ -62,9 +62,9 @@ class NewtonLinearSolver {
   // One application of the current preconditioner (factor or V-cycle).
   VectorXd apply_preconditioner(const VectorXd& b) const;
   // For tests and diagnostics: the preconditioner rebuilt from the current values (a
-  // multigrid on the aggregates it has if keep_aggregates), or (rebuild = false) with only
-  // the multigrid's finest smoother renewed from them, applied to b. Empty if it could
-  // not be built.
+  // multigrid on the aggregates and prolongators it has if keep_aggregates), or
+  // (rebuild = false) with only the multigrid's finest smoother renewed from them, applied
+  // to b. Empty if it could not be built.
   VectorXd precondition(const VectorXd& b, bool rebuild, bool keep_aggregates = false);
   double setup_cost_in_cycles() const { return solves_per_factor_; }
   // Solves to relative residual `tol`; returns false if no solver succeeded. `lam` (the
@@ -99,11 +99,12 @@ class NewtonLinearSolver {
   double solves_per_factor_ = 1.0;
   long solves_since_factor_ = 0;
   long fresh_iterations_ = -1;  // Krylov iterations of the first solve with a new factor
-  // Multigrid setups keep the aggregates of the last full setup (SmoothedAggregation::
-  // refresh): grouping the nodes and laying out new levels is an eighth of a setup, and on
-  // cloth the strong couplings that decide the grouping hardly change. Every
+  // Multigrid setups keep the aggregates and prolongators of the last full setup
+  // (SmoothedAggregation::refresh): on cloth the strong couplings that decide the grouping
+  // hardly change, and the prolongators do not turn with the springs. Every
   // kRegroupInterval-th setup, after a failed solve and after invalidate_factor() the
-  // nodes are grouped anew (test_a_hierarchy_on_kept_aggregates_is_the_rebuilt_hierarchy).
+  // nodes are grouped anew
+  // (test_a_hierarchy_on_kept_prolongators_renews_the_coarse_matrices).
   static constexpr int kRegroupInterval = 8;
   int setups_since_regroup_ = 0;
   bool regroup_next_ = true;
