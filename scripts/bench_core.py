@@ -68,8 +68,9 @@ def main():
                     help="also a 129x129 sheet pinned along its top edge, step by step for "
                          "0.1 s: time, Newton iterations, halvings (about 20 s)")
     ap.add_argument("--folding", action="store_true",
-                    help="also folding sheets at the add-on's defaults, 33x33 and 129x129 "
-                         "(issue 15's growth, the core alone; about a minute)")
+                    help="also folding sheets as the add-on builds them, 33x33 and 129x129, "
+                         "at its defaults, with shear and with bending springs (issue 15's "
+                         "growth, the core alone; about two minutes)")
     ap.add_argument("--write-docs", action="store_true",
                     help="also write the table into docs/performance.md (section bench_core)")
     args = ap.parse_args()
@@ -158,14 +159,19 @@ def main():
 PINNED = {"corners": "hanging from 2 corners", "edge": "hanging from its top edge"}
 
 
-def folding_sheet(n, pinned):
+# The settings of issue 15's table: the add-on's defaults, shear springs, bending springs.
+FOLDING_SETTINGS = {"defaults": {}, "shear 1000": {"shear_stiffness": 1000.0},
+                    "bending 100": {"bending_stiffness": 100.0}}
+
+
+def folding_sheet(n, pinned, **springs):
     """The sheet of ../shared/bench/cloth_side_by_side.py as the add-on builds it with its
-    defaults: 1 m, 1 kg, structural springs of 1000 N/m, lying flat, pinned at the two
-    corners of one side or along that side, generalized-alpha (rho_inf 0.5) under error
-    control (Accuracy 0.01)."""
+    defaults: 1 m, 1 kg, structural springs of 1000 N/m (and `springs`: shear_stiffness,
+    bending_stiffness), lying flat, pinned at the two corners of one side or along that
+    side, generalized-alpha (rho_inf 0.5) under error control (Accuracy 0.01)."""
     pins = [0, n - 1] if pinned == "corners" else list(range(n))
     mss = ms.build_system(presets.cloth(n, n, spacing=1.0 / (n - 1), pins=pins, total_mass=1.0,
-                                        stiffness=1000.0, damping=0.01))
+                                        stiffness=1000.0, damping=0.01, **springs))
     mss.set_integrator("generalized_alpha", rho_inf=0.5)
     mss.tolerance = 0.01
     return mss
@@ -174,23 +180,27 @@ def folding_sheet(n, pinned):
 def folding_growth(repeats=3, fps=24, substeps=5):
     """Issue 15's growth measure for the core alone: ms per frame of folding sheets at 33²
     (25 frames) and 129² (13 frames, as cloth_side_by_side.py), best of `repeats`, and the
-    exponent of the growth in the vertex count between them."""
-    for pinned in ("corners", "edge"):
-        best = {}
-        for n, frames in ((33, 25), (129, 13)):
-            best[n] = float("inf")
-            for _ in range(repeats):
-                mss = folding_sheet(n, pinned)
-                t0 = time.perf_counter()
-                for _ in range(frames - 1):
-                    mss.simulate(1.0 / fps, substeps)
-                best[n] = min(best[n], 1e3 * (time.perf_counter() - t0) / (frames - 1))
-            st = mss.stats
-            print(f"folding {n}x{n} {pinned:7s} {best[n]:8.1f} ms/frame   {st['steps']} steps, "
-                  f"{st['newton_iterations']} Newton, {st['krylov_iterations']} GMRES iterations, "
-                  f"{st['factorizations']} setups", flush=True)
-        slope = np.log(best[129] / best[33]) / np.log(129**2 / 33**2)
-        print(f"growth exponent of folding sheets from 33x33 to 129x129, {pinned}: {slope:.3f}")
+    exponent of the growth in the vertex count between them, for the six sheets of the
+    issue's table."""
+    for setting, springs in FOLDING_SETTINGS.items():
+        for pinned in ("corners", "edge"):
+            best = {}
+            for n, frames in ((33, 25), (129, 13)):
+                best[n] = float("inf")
+                for _ in range(repeats):
+                    mss = folding_sheet(n, pinned, **springs)
+                    t0 = time.perf_counter()
+                    for _ in range(frames - 1):
+                        mss.simulate(1.0 / fps, substeps)
+                    best[n] = min(best[n], 1e3 * (time.perf_counter() - t0) / (frames - 1))
+                st = mss.stats
+                print(f"folding {n}x{n} {pinned:7s} {setting:11s} {best[n]:8.1f} ms/frame   "
+                      f"{st['steps']} steps, {st['newton_iterations']} Newton, "
+                      f"{st['krylov_iterations']} GMRES iterations, {st['factorizations']} setups",
+                      flush=True)
+            slope = np.log(best[129] / best[33]) / np.log(129**2 / 33**2)
+            print(f"growth exponent of folding sheets from 33x33 to 129x129, {pinned}, {setting}: "
+                  f"{slope:.3f}", flush=True)
 
 
 def newton_per_step(mss) -> float:
