@@ -104,12 +104,31 @@ DoubleBlocks rows_by_halves(int num_rows, TwoWay* halves, double& products, cons
   return std::move(out);
 }
 
-// X Y, with Y's columns numbered below `cols`; adds the block products to `products`.
-// A matrix marked scalar holds one value per block, standing for that value times I
-// (the prolongators: see coarsen).
+// target += X's block times Y's block, where a matrix marked scalar holds one value per
+// block, standing for that value times I (the prolongators: see coarsen).
+template <int D, bool x_scalar, bool y_scalar>
+void add_block_product(double* target, const double* x, const double* y) {
+  static_assert(!(x_scalar && y_scalar), "the product of two scalar matrices is not made");
+  BlockMap<D> t(target);
+  if constexpr (x_scalar)
+    t.noalias() += *x * ConstBlockMap<D>(y);
+  else if constexpr (y_scalar)
+    t.noalias() += *y * ConstBlockMap<D>(x);
+  else
+    t.noalias() += ConstBlockMap<D>(x) * ConstBlockMap<D>(y);
+}
+
+// The work of X's block p times Y's row j, in D x D block multiply-adds: a product with a
+// scalar is one block's worth, of two blocks D of them.
+template <int D, bool x_scalar, bool y_scalar>
+double product_count(const DoubleBlocks& Y, int j) {
+  return (x_scalar || y_scalar ? 1.0 : D) * (Y.row_start[j + 1] - Y.row_start[j]);
+}
+
+// X Y, with Y's columns numbered below `cols`; adds its work to `products` (block
+// multiply-adds, see product_count).
 template <int D, bool x_scalar = false, bool y_scalar = false>
 DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, double& products, TwoWay* halves) {
-  static_assert(!(x_scalar && y_scalar), "the product of two scalar matrices is not made");
   constexpr int x_size = x_scalar ? 1 : D * D, y_size = y_scalar ? 1 : D * D;
   return rows_by_halves(X.rows(), halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
     RowAccumulator<D> acc(cols);
@@ -120,21 +139,44 @@ DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, do
       for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
         const int j = X.col[p];
         const double* x = &X.values[static_cast<std::size_t>(p) * x_size];
-        for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q) {
-          const double* y = &Y.values[static_cast<std::size_t>(q) * y_size];
-          if constexpr (x_scalar)
-            acc.at(out, Y.col[q]).noalias() += *x * ConstBlockMap<D>(y);
-          else if constexpr (y_scalar)
-            acc.at(out, Y.col[q]).noalias() += *y * ConstBlockMap<D>(x);
-          else
-            acc.at(out, Y.col[q]).noalias() += ConstBlockMap<D>(x) * ConstBlockMap<D>(y);
-        }
-        // a product with a scalar is a D x D block's worth of work, not D of them
-        count += (x_scalar || y_scalar ? 1.0 : D) * (Y.row_start[j + 1] - Y.row_start[j]);
+        for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q)
+          add_block_product<D, x_scalar, y_scalar>(acc.at(out, Y.col[q]).data(), x,
+                                                    &Y.values[static_cast<std::size_t>(q) * y_size]);
+        count += product_count<D, x_scalar, y_scalar>(Y, j);
       }
       acc.end_row(out);
     }
   });
+}
+
+// The values of X Y into `out`, which has the pattern multiply() made for X's and Y's
+// patterns: no pattern made, nothing allocated but a marker per column. Adds its work to
+// `products`.
+template <int D, bool x_scalar, bool y_scalar>
+void multiply_values(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, DoubleBlocks& out, double& products,
+                     TwoWay* halves) {
+  constexpr int DD = D * D, x_size = x_scalar ? 1 : DD, y_size = y_scalar ? 1 : DD;
+  double counted[2] = {0, 0};
+  auto rows = [&](int first, int last) {
+    std::vector<int> slot(cols);  // out's block in the current row for each column
+    double count = 0;
+    for (int k = first; k < last; ++k) {
+      for (int p = out.row_start[k]; p < out.row_start[k + 1]; ++p) slot[out.col[p]] = p;
+      std::fill(out.values.begin() + static_cast<std::ptrdiff_t>(out.row_start[k]) * DD,
+                out.values.begin() + static_cast<std::ptrdiff_t>(out.row_start[k + 1]) * DD, 0.0);
+      for (int p = X.row_start[k]; p < X.row_start[k + 1]; ++p) {
+        const int j = X.col[p];
+        const double* x = &X.values[static_cast<std::size_t>(p) * x_size];
+        for (int q = Y.row_start[j]; q < Y.row_start[j + 1]; ++q)
+          add_block_product<D, x_scalar, y_scalar>(&out.values[static_cast<std::size_t>(slot[Y.col[q]]) * DD], x,
+                                                    &Y.values[static_cast<std::size_t>(q) * y_size]);
+        count += product_count<D, x_scalar, y_scalar>(Y, j);
+      }
+    }
+    counted[first == 0 ? 0 : 1] = count;
+  };
+  in_halves(X.rows(), halves, rows);
+  products += counted[0] + counted[1];
 }
 
 // X^T for a scalar matrix (see multiply).
@@ -489,10 +531,16 @@ int SmoothedAggregation::coarsen(int l, Level& next, bool keep) {
   if (num_agg == 0 || num_agg > 0.8 * nn) return 0;
   if (!prepare_smoother(level)) return -1;
   double products = 0;
-  if (!keep || level.P.rows() != nn) products += smooth_prolongator<D>(l, next);
-  const DoubleBlocks AP = multiply<D, false, true>(A, level.P, num_agg, products, halves);
-  next.A = multiply<D, true, false>(level.R, AP, num_agg, products, halves);
-  release_spare_room(next.A);
+  if (keep && level.P.rows() == nn && level.AP.rows() == nn) {  // the patterns stay: values only
+    multiply_values<D, false, true>(A, level.P, num_agg, level.AP, products, halves);
+    multiply_values<D, true, false>(level.R, level.AP, num_agg, next.A, products, halves);
+  } else {
+    if (!keep || level.P.rows() != nn) products += smooth_prolongator<D>(l, next);
+    level.AP = multiply<D, false, true>(A, level.P, num_agg, products, halves);
+    release_spare_room(level.AP);
+    next.A = multiply<D, true, false>(level.R, level.AP, num_agg, products, halves);
+    release_spare_room(next.A);
+  }
   setup_flops_ += kProductFlopCost * products * DD;
   cycle_flops_ += (3.0 * A.num_blocks() + 2.0 * nn) * DD + (level.P.num_blocks() + level.R.num_blocks()) * D;
   return 1;
@@ -611,7 +659,8 @@ bool SmoothedAggregation::build_levels(const ElementMatrix& elements, bool keep_
                                C.values[static_cast<std::size_t>(p) * dim_ * dim_ + dim_ * r + c]);
   SpMat coarsest(C.rows() * dim_, C.rows() * dim_);
   coarsest.setFromTriplets(entries.begin(), entries.end());
-  coarse_.compute(coarsest);
+  if (!keep_aggregates) coarse_.analyzePattern(coarsest);  // kept aggregates: the same pattern
+  coarse_.factorize(coarsest);
   if (coarse_.info() != Eigen::Success) return false;
   const double lnnz = coarse_.matrixL().nestedExpression().nonZeros();
   cycle_flops_ += 4 * lnnz;

@@ -104,6 +104,7 @@ class SmoothedAggregation {
     // The prolongation from the next level (its nodes are the columns) and its transpose,
     // the restriction: scalar matrices, one value per block standing for that value times I.
     Blocks<double> P, R;
+    Blocks<double> AP;  // A P: its pattern serves the renewals on kept prolongators
     std::vector<int> aggregate;  // the next level's node each node belongs to (-1: none)
     int num_aggregates = 0;
     int num_nodes() const { return A.rows(); }
