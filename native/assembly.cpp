@@ -27,14 +27,11 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
                          double cV, VectorXd* F, VectorXd* g, ElementMatrix* matrix,
                          std::vector<ContactState>* contacts) const {
   const int nm = num_masses();
-  if (F) F->setZero(D * nm);
+  if (F) F->resize(D * nm);  // every entry is set by set_masses
   if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
   const int nc = static_cast<int>(constraints_.size());
-  if (matrix) {
-    int pairs = nc;  // springs between two fixes have no matrix entries
-    for (const Spring& s : springs_) pairs += s.c[0].type == MASS || s.c[1].type == MASS;
-    matrix->resize(D, nm, pairs, nc);
-  }
+  const SpringPairs spring_pairs = pattern_ready_ ? spring_pairs_ : count_spring_pairs();
+  if (matrix) matrix->resize(D, nm, spring_pairs.all + nc, nc);
   auto node = [](const Connector& c) { return c.type == MASS ? c.nr : -1; };
   int pair = 0;
   if (F) element_force_scale_ = 0.0;
@@ -44,14 +41,19 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     if (c[0].type == MASS) F->template segment<D>(D * c[0].nr) += fa;
     if (c[1].type == MASS) F->template segment<D>(D * c[1].nr) -= fa;
   };
-
-  for (int i = 0; i < nm; ++i) {
-    if (F) {
-      F->template segment<D>(D * i) += mass_[i] * gravity;
-      element_force_scale_ = std::max(element_force_scale_, mass_[i] * gravity.cwiseAbs().maxCoeff());
+  // The masses' terms: F starts as their weights, the matrix's diagonal as cM times the
+  // masses. Returns the largest weight (an element force).
+  auto set_masses = [&] {
+    double largest = 0;
+    for (int i = 0; i < nm; ++i) {
+      if (F) {
+        F->template segment<D>(D * i) = mass_[i] * gravity;
+        largest = std::max(largest, mass_[i] * gravity.cwiseAbs().maxCoeff());
+      }
+      if (matrix) matrix->set_mass(i, cM * mass_[i]);
     }
-    if (matrix) matrix->set_mass(i, cM * mass_[i]);
-  }
+    return largest;
+  };
 
   // Springs [first, last), the first being matrix pair `pair`, their forces added to `out`:
   // the largest element force and the next pair.
@@ -81,26 +83,26 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
   };
   const std::size_t ns = springs_.size();
   Springs sums[2];
+  double weights = 0;
   if (split_work_) {  // two halves at once, the second half's forces added to the first's
     const std::size_t middle = ns / 2;
-    int second_pair = pair;
     VectorXd second_half;  // local: const reads (evaluate) may assemble during a step
-    for (std::size_t k = 0; k < middle; ++k)
-      second_pair += springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS;
     TwoWay::shared().run([&](int half) {
       if (half == 0) {
+        weights = set_masses();  // the first half's extra pass, as the second's zeroing
         sums[0] = add_springs(0, middle, pair, F);
       } else {
         if (F) second_half.setZero(F->size());
-        sums[1] = add_springs(middle, ns, second_pair, F ? &second_half : nullptr);
+        sums[1] = add_springs(middle, ns, pair + spring_pairs.first_half, F ? &second_half : nullptr);
       }
     });
     if (F) *F += second_half;
   } else {
+    weights = set_masses();
     sums[1] = add_springs(0, ns, pair, F);
   }
   pair = sums[1].next_pair;
-  if (F) element_force_scale_ = std::max({element_force_scale_, sums[0].largest, sums[1].largest});
+  if (F) element_force_scale_ = std::max({weights, sums[0].largest, sums[1].largest});
 
   if (contacts) contacts->clear();
   if (!colliders_.empty())
@@ -128,6 +130,18 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     }
     ++pair;
   }
+}
+
+template <int D>
+typename System<D>::SpringPairs System<D>::count_spring_pairs() const {
+  SpringPairs pairs;
+  const std::size_t middle = springs_.size() / 2;
+  for (std::size_t k = 0; k < springs_.size(); ++k) {
+    const bool has_mass = springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS;
+    pairs.all += has_mass;
+    if (k < middle) pairs.first_half += has_mass;
+  }
+  return pairs;
 }
 
 template <int D>
@@ -252,6 +266,7 @@ void System<D>::ensure_pattern() {
   max_stiffness_ = 0.0;
   for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
 
+  spring_pairs_ = count_spring_pairs();
   ElementMatrix pattern;
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);

@@ -141,14 +141,18 @@ double System<D>::correction_error(const VectorXd& delta, double acc_tol, double
     dlam.tail(delta.size() - nm) = delta.tail(delta.size() - nm);
     rods = lin_.elements.multiply(dlam);
   }
-  double err = 0;
-  for (int i = 0; i < num_masses(); ++i)
-    for (int k = 0; k < D; ++k) {
-      const int r = D * i + k;
-      const double force = mass_[i] * delta(r) + (rods.size() ? rods(r) : 0.0);
-      err = std::max(err, std::abs(force) / std::max(mass_[i] * acc_tol, round_off));
+  return largest_over_masses([&](int first, int last) {
+    double err = 0;
+    for (int i = first; i < last; ++i) {
+      double largest = 0;  // of the mass's components: one division per mass
+      for (int k = 0; k < D; ++k) {
+        const int r = D * i + k;
+        largest = std::max(largest, std::abs(mass_[i] * delta(r) + (rods.size() ? rods(r) : 0.0)));
+      }
+      err = std::max(err, largest / std::max(mass_[i] * acc_tol, round_off));
     }
-  return err;
+    return err;
+  });
 }
 
 template <int D>
@@ -214,9 +218,15 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   bool check_residual_first = false;  // forces before the matrix (see the loop's end)
   definite_newton_ = newton_matrix == NewtonMatrix::Projected;
 
+  q1.resize(nm);
+  v1.resize(nm);
   for (int it = 0; it <= max_newton_iterations; ++it) {
-    q1 = step.q_pred + step.bq * acc;
-    v1 = step.v_pred + step.bv * acc;
+    largest_over_masses([&](int first, int last) {
+      const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+      q1.segment(at, size) = step.q_pred.segment(at, size) + step.bq * acc.segment(at, size);
+      v1.segment(at, size) = step.v_pred.segment(at, size) + step.bv * acc.segment(at, size);
+      return 0.0;
+    });
     const Kinematics kin = kinematics(q1, v1, path, t1);
     const bool matrix_assembled = !check_residual_first;
     if (check_residual_first)
@@ -232,16 +242,20 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     const double q_size = q1.cwiseAbs().maxCoeff() + length_scale_;
     const double round_off = 1e-13 * element_force_scale_ + 1e-13 * max_stiffness_ * q_size;
     const double g_floor = 1e-13 * q_size;
-    double force_err = 0, constraint_err = 0;  // <= 1: converged
-    for (int i = 0; i < num_masses(); ++i) {
-      double largest = 0;  // of the mass's components: one division per mass
-      for (int k = 0; k < D; ++k) {
-        const int r = D * i + k;
-        R(r) = mass_[i] * acc(r) - F(r);
-        largest = std::max(largest, std::abs(R(r)));
+    const double force_err = largest_over_masses([&](int first, int last) {  // <= 1: converged
+      double worst = 0;
+      for (int i = first; i < last; ++i) {
+        double largest = 0;  // of the mass's components: one division per mass
+        for (int k = 0; k < D; ++k) {
+          const int r = D * i + k;
+          R(r) = mass_[i] * acc(r) - F(r);
+          largest = std::max(largest, std::abs(R(r)));
+        }
+        worst = std::max(worst, largest / std::max(mass_[i] * acc_tol, round_off));
       }
-      force_err = std::max(force_err, largest / std::max(mass_[i] * acc_tol, round_off));
-    }
+      return worst;
+    });
+    double constraint_err = 0;  // <= 1: converged
     for (int j = 0; j < nc; ++j) {
       R(nm + j) = g(j) / step.bq;
       constraint_err = std::max(constraint_err, std::abs(g(j)) / std::max(pos_tol, g_floor));

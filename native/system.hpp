@@ -15,6 +15,7 @@
 // rod tension (positive = pulling).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <array>
@@ -26,6 +27,7 @@
 #include "contact.hpp"
 #include "integrators.hpp"
 #include "model.hpp"
+#include "solver/krylov.hpp"
 #include "solver/newton_solver.hpp"
 #include "state.hpp"
 
@@ -375,9 +377,29 @@ class System {
   std::vector<VecD> rods_checked_fix_pos_;
 
   bool pattern_ready_ = false;  // the Newton matrix's pattern is set up
+  // The Newton matrix's pairs of the springs (springs between two fixes have none): of all
+  // and of the first half, where assembly's second half starts numbering its pairs.
+  // Counted with the pattern (a pass over all springs that every assembly would repeat).
+  struct SpringPairs {
+    int all = 0, first_half = 0;
+  };
+  SpringPairs spring_pairs_;
+  SpringPairs count_spring_pairs() const;
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   bool split_work_ = false;  // from kSplitMinMasses masses on (ensure_pattern)
+  // The largest of rows(first, last) over the masses [0, num_masses()), in two halves at
+  // once where the vectors are long enough for it (VectorHalves::kMinLength unknowns): the
+  // Newton iteration's per-mass loops, which would otherwise leave the helper idle. A
+  // maximum does not depend on the split.
+  template <class Rows>
+  double largest_over_masses(const Rows& rows) const {
+    const int nm = num_masses();
+    if (!split_work_ || static_cast<Eigen::Index>(D) * nm < VectorHalves::kMinLength) return rows(0, nm);
+    double part[2] = {0, 0};
+    TwoWay::shared().run([&](int h) { part[h] = h == 0 ? rows(0, nm / 2) : rows(nm / 2, nm); });
+    return std::max(part[0], part[1]);
+  }
   double length_scale_ = 1.0;
   std::string linear_solver_ = "auto";
   // Largest force a single element exerted in the last assembly: the size of the terms
