@@ -141,7 +141,7 @@ double System<D>::correction_error(const VectorXd& delta, double acc_tol, double
     dlam.tail(delta.size() - nm) = delta.tail(delta.size() - nm);
     rods = lin_.elements.multiply(dlam);
   }
-  return largest_over_masses([&](int first, int last) {
+  return in_mass_halves([&](int first, int last) {
     double err = 0;
     for (int i = first; i < last; ++i) {
       double largest = 0;  // of the mass's components: one division per mass
@@ -221,7 +221,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   q1.resize(nm);
   v1.resize(nm);
   for (int it = 0; it <= max_newton_iterations; ++it) {
-    largest_over_masses([&](int first, int last) {
+    in_mass_halves([&](int first, int last) {
       const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
       q1.segment(at, size) = step.q_pred.segment(at, size) + step.bq * acc.segment(at, size);
       v1.segment(at, size) = step.v_pred.segment(at, size) + step.bv * acc.segment(at, size);
@@ -242,7 +242,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     const double q_size = q1.cwiseAbs().maxCoeff() + length_scale_;
     const double round_off = 1e-13 * element_force_scale_ + 1e-13 * max_stiffness_ * q_size;
     const double g_floor = 1e-13 * q_size;
-    const double force_err = largest_over_masses([&](int first, int last) {  // <= 1: converged
+    const double force_err = in_mass_halves([&](int first, int last) {  // <= 1: converged
       double worst = 0;
       for (int i = first; i < last; ++i) {
         double largest = 0;  // of the mass's components: one division per mass

@@ -388,12 +388,12 @@ class System {
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   bool split_work_ = false;  // from kSplitMinMasses masses on (ensure_pattern)
-  // The largest of rows(first, last) over the masses [0, num_masses()), in two halves at
-  // once where the vectors are long enough for it (VectorHalves::kMinLength unknowns): the
-  // Newton iteration's per-mass loops, which would otherwise leave the helper idle. A
-  // maximum does not depend on the split.
+  // rows(first, last) over the masses [0, num_masses()), in two halves at once where the
+  // vectors are long enough for it (VectorHalves::kMinLength unknowns); returns the larger
+  // of what the halves return. For the Newton iteration's per-mass loops, which would
+  // otherwise leave the helper idle: their results (a maximum) do not depend on the split.
   template <class Rows>
-  double largest_over_masses(const Rows& rows) const {
+  double in_mass_halves(const Rows& rows) const {
     const int nm = num_masses();
     if (!split_work_ || static_cast<Eigen::Index>(D) * nm < VectorHalves::kMinLength) return rows(0, nm);
     double part[2] = {0, 0};

@@ -156,7 +156,6 @@ template <int D, bool x_scalar, bool y_scalar>
 void multiply_values(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, DoubleBlocks& out, double& products,
                      TwoWay* halves) {
   constexpr int DD = D * D, x_size = x_scalar ? 1 : DD, y_size = y_scalar ? 1 : DD;
-  double counted[2] = {0, 0};
   auto rows = [&](int first, int last) {
     std::vector<int> slot(cols);  // out's block in the current row for each column
     double count = 0;
@@ -173,9 +172,15 @@ void multiply_values(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, Dou
         count += product_count<D, x_scalar, y_scalar>(Y, j);
       }
     }
-    counted[first == 0 ? 0 : 1] = count;
+    return count;
   };
-  in_halves(X.rows(), halves, rows);
+  const int n = X.rows(), middle = n / 2;
+  if (!halves) {
+    products += rows(0, n);
+    return;
+  }
+  double counted[2] = {0, 0};
+  halves->run([&](int h) { counted[h] = h == 0 ? rows(0, middle) : rows(middle, n); });
   products += counted[0] + counted[1];
 }
 
