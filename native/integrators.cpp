@@ -196,9 +196,10 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   // springs: bq times its error is a position error of hundreds of amplitudes, where the
   // springs are far from their linearization; from q + h v, Newton starts within their
   // reach on fine sheets.
-  const auto guesses =
-      predictor_.guesses((s.q + h * s.v - step.q_pred) / step.bq, s.acc, h);
-  VectorXd acc = guesses[predictor_.choice], lam = s.lam;
+  const auto guess = [&](NewtonPredictor::Guess k) {
+    return predictor_.guess(k, s.acc, h, [&] { return VectorXd((s.q + h * s.v - step.q_pred) / step.bq); });
+  };
+  VectorXd acc = guess(predictor_.choice), lam = s.lam;
   VectorXd q1, v1, F, g, R(num_unknowns()), delta;
   // Projected, damped Newton. The Newton matrix leaves out the destabilizing parts of the
   // geometric stiffness (compressed springs, pushing rods), which keeps it definite, so
@@ -221,11 +222,11 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   q1.resize(nm);
   v1.resize(nm);
   for (int it = 0; it <= max_newton_iterations; ++it) {
-    in_mass_halves([&](int first, int last) {
+    const double q_max = in_mass_halves([&](int first, int last) {
       const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
       q1.segment(at, size) = step.q_pred.segment(at, size) + step.bq * acc.segment(at, size);
       v1.segment(at, size) = step.v_pred.segment(at, size) + step.bv * acc.segment(at, size);
-      return 0.0;
+      return size > 0 ? q1.segment(at, size).cwiseAbs().maxCoeff() : 0.0;
     });
     const Kinematics kin = kinematics(q1, v1, path, t1);
     const bool matrix_assembled = !check_residual_first;
@@ -239,30 +240,39 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     // [M - bq dF/dq - bv dF/dv, G^T; G, 0] does not degenerate as h -> 0.
     // Round-off of the residual: of the element forces themselves, and of spring
     // elongations computed from coordinates of size |q| (stiff springs far from 0).
-    const double q_size = q1.cwiseAbs().maxCoeff() + length_scale_;
+    const double q_size = q_max + length_scale_;
     const double round_off = 1e-13 * element_force_scale_ + 1e-13 * max_stiffness_ * q_size;
     const double g_floor = 1e-13 * q_size;
-    const double force_err = in_mass_halves([&](int first, int last) {  // <= 1: converged
-      double worst = 0;
+    // The largest residual against its tolerance (<= 1: converged), and the sum of the
+    // squared accelerations it stands for (rms_acceleration's, in the same pass).
+    const MassPartial residual = in_mass_halves([&](int first, int last) {
+      MassPartial found;
       for (int i = first; i < last; ++i) {
-        double largest = 0;  // of the mass's components: one division per mass
+        double largest = 0, squares = 0;  // of the mass's components: one division per mass
         for (int k = 0; k < D; ++k) {
           const int r = D * i + k;
           R(r) = mass_[i] * acc(r) - F(r);
           largest = std::max(largest, std::abs(R(r)));
+          squares += R(r) * R(r);
         }
-        worst = std::max(worst, largest / std::max(mass_[i] * acc_tol, round_off));
+        found.max = std::max(found.max, largest / std::max(mass_[i] * acc_tol, round_off));
+        found.sum += squares / (mass_[i] * mass_[i]);
       }
-      return worst;
+      return found;
     });
+    const double force_err = residual.max;
     double constraint_err = 0;  // <= 1: converged
     for (int j = 0; j < nc; ++j) {
       R(nm + j) = g(j) / step.bq;
       constraint_err = std::max(constraint_err, std::abs(g(j)) / std::max(pos_tol, g_floor));
     }
     const double err = std::max(force_err, constraint_err);
-    if (tolerance > 0) newton_test.add_residual(rms_acceleration(R));  // error control only
-    if (!std::isfinite(err) || !R.allFinite()) {
+    // Error control only; R's constraint rows are not accelerations (rms_acceleration).
+    if (tolerance > 0) newton_test.add_residual(std::sqrt(residual.sum / std::max(num_masses(), 1)));
+    // A NaN in the force rows makes the sum NaN (a maximum may pass over it); only a sum
+    // that is not finite needs the rows read again.
+    const bool finite = (std::isfinite(residual.sum) || R.head(nm).allFinite()) && R.tail(nc).allFinite();
+    if (!std::isfinite(err) || !finite) {
       why = "the forces became NaN or Inf";
       return false;
     }
@@ -295,7 +305,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       stopped_early_ = close_enough && !(err <= 1.0);
       last_local_error = local_error_estimate(s.acc, acc, h, kind);
       // A guess's miss e would have left Newton a residual of about J e.
-      predictor_.learn(guesses, s.acc, acc, h, it, [&](const VectorXd& miss) {
+      predictor_.learn(guess, s.acc, acc, h, it, [&](const VectorXd& miss) {
         VectorXd e = VectorXd::Zero(num_unknowns());
         e.head(nm) = miss;
         return rms_acceleration(lin_.elements.multiply(e, split_work_ ? &TwoWay::shared() : nullptr));
@@ -339,16 +349,20 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       why = "the Newton matrix is singular";
       return false;
     }
-    acc += delta.head(nm);
+    double correction_squares = in_mass_halves([&](int first, int last) {
+      const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+      acc.segment(at, size) += delta.segment(at, size);
+      return MassPartial{0.0, delta.segment(at, size).squaredNorm()};
+    }).sum;
     if (!contacts_.empty()) {
       limit_contact_corrections(acc_prev, step.bq, v1, step.v_pred, step.bv, acc);
       delta.head(nm) = acc - acc_prev;  // the correction taken, for the measures below
+      correction_squares = delta.head(nm).squaredNorm();
     }
     lam += delta.tail(nc);
     correction_err = correction_error(delta, acc_tol, round_off);
     if (tolerance > 0)
-      newton_test.add_correction(delta.head(nm).norm() /
-                                 std::sqrt(static_cast<double>(num_masses())));
+      newton_test.add_correction(std::sqrt(correction_squares / static_cast<double>(num_masses())));
     // Newton's error after this correction, estimated from its rate as SUNDIALS IDA does
     // (NewtonErrorTest; without error control, the max-norm correction_err and the rate
     // of the last two corrections): when it is within the tolerance, the next residual
@@ -573,33 +587,32 @@ double NewtonErrorTest::error_estimate() const {
   return rate / (1 - rate) * correction;
 }
 
-std::array<VectorXd, NewtonPredictor::kGuesses> NewtonPredictor::guesses(
-    VectorXd inertial, const VectorXd& acc, double h) const {
-  std::array<VectorXd, kGuesses> out;
-  out[Inertial] = std::move(inertial);
-  out[Last] = acc;
+VectorXd NewtonPredictor::guess(Guess k, const VectorXd& acc, double h,
+                                const std::function<VectorXd()>& inertial) const {
+  if (k == Inertial) return inertial();
   const bool known = previous_h > 0 && previous_acc.size() == acc.size();
-  out[Extrapolated] = known ? VectorXd(acc + (h / previous_h) * (acc - previous_acc)) : acc;
-  return out;
+  if (k == Extrapolated && known) return acc + (h / previous_h) * (acc - previous_acc);
+  return acc;
 }
 
-void NewtonPredictor::learn(const std::array<VectorXd, kGuesses>& guesses, const VectorXd& acc,
+void NewtonPredictor::learn(const std::function<VectorXd(Guess)>& guess, const VectorXd& acc,
                             const VectorXd& solution, double h, int corrections,
                             const std::function<double(const VectorXd&)>& residual_of) {
-  previous_acc = acc;
-  previous_h = h;
   const bool worse = corrections > last_corrections;
   last_corrections = corrections;
-  if (--steps_to_review > 0 && !worse) return;
-  steps_to_review = kReviewInterval;
-  double smallest = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < kGuesses; ++k) {
-    const double residual = residual_of(guesses[k] - solution) * (k == Inertial ? 1.0 : kMargin);
-    if (residual < smallest) {  // ties keep the earlier guess
-      smallest = residual;
-      choice = static_cast<Guess>(k);
+  if (--steps_to_review <= 0 || worse) {  // the guesses read the last step's acc and h
+    steps_to_review = kReviewInterval;
+    double smallest = std::numeric_limits<double>::infinity();
+    for (int k = 0; k < kGuesses; ++k) {
+      const double residual = residual_of(guess(static_cast<Guess>(k)) - solution) * (k == Inertial ? 1.0 : kMargin);
+      if (residual < smallest) {  // ties keep the earlier guess
+        smallest = residual;
+        choice = static_cast<Guess>(k);
+      }
     }
   }
+  previous_acc = acc;
+  previous_h = h;
 }
 
 template <int D>

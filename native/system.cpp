@@ -315,9 +315,24 @@ double System<D>::potential_energy() const {
   for (int i = 0; i < num_masses(); ++i) e -= mass_[i] * gravity.dot(pos(i));
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
-  for (const Spring& s : springs_) {
-    const double L = (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm();
-    e += spring_energy(s, L - s.length);
+  auto springs_energy = [&](std::size_t first, std::size_t last) {
+    double sum = 0;
+    for (std::size_t k = first; k < last; ++k) {
+      const Spring& s = springs_[k];
+      sum += spring_energy(s, (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm() - s.length);
+    }
+    return sum;
+  };
+  // In two halves at once for big systems, as assembly (error control checks it every step).
+  if (split_work_) {
+    double part[2] = {0, 0};
+    const std::size_t middle = springs_.size() / 2;
+    TwoWay::shared().run([&](int half) {
+      part[half] = half == 0 ? springs_energy(0, middle) : springs_energy(middle, springs_.size());
+    });
+    e += part[0] + part[1];
+  } else {
+    e += springs_energy(0, springs_.size());
   }
   if (!colliders_.empty())
     for (const Touch& touch : touches(kin)) e += touch.force.energy;

@@ -67,12 +67,13 @@ struct NewtonPredictor {
   double previous_h = 0.0;   // the last step's size; 0: nothing to extrapolate from
   int steps_to_review = 0, last_corrections = 0;
   void forget() { *this = NewtonPredictor(); }
-  // The guesses for a step of size h from acceleration `acc`; `inertial` is the first.
-  std::array<VectorXd, kGuesses> guesses(VectorXd inertial, const VectorXd& acc, double h) const;
+  // Guess k for a step of size h from acceleration `acc`; inertial() makes the first. Made
+  // when needed: the chosen one at every step, the others at a review only.
+  VectorXd guess(Guess k, const VectorXd& acc, double h, const std::function<VectorXd()>& inertial) const;
   // After a step from `acc` of size h that Newton solved with `solution` in `corrections`
   // corrections; residual_of(e): the size of the residual a guess that missed by e would
   // have started Newton with.
-  void learn(const std::array<VectorXd, kGuesses>& guesses, const VectorXd& acc,
+  void learn(const std::function<VectorXd(Guess)>& guess, const VectorXd& acc,
              const VectorXd& solution, double h, int corrections,
              const std::function<double(const VectorXd&)>& residual_of);
 };
@@ -388,17 +389,27 @@ class System {
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   bool split_work_ = false;  // from kSplitMinMasses masses on (ensure_pattern)
+  // What a per-mass loop over some masses found: the largest of a measure and the sum of
+  // another (MassPartial::combine joins two halves' findings).
+  struct MassPartial {
+    double max = 0, sum = 0;
+    static MassPartial combine(const MassPartial& a, const MassPartial& b) {
+      return {std::max(a.max, b.max), a.sum + b.sum};
+    }
+    static double combine(double a, double b) { return std::max(a, b); }
+  };
   // rows(first, last) over the masses [0, num_masses()), in two halves at once where the
-  // vectors are long enough for it (VectorHalves::kMinLength unknowns); returns the larger
-  // of what the halves return. For the Newton iteration's per-mass loops, which would
-  // otherwise leave the helper idle: their results (a maximum) do not depend on the split.
+  // vectors are long enough for it (VectorHalves::kMinLength unknowns); returns what the
+  // halves return joined: the larger of two doubles, or two MassPartials combined. For the
+  // Newton iteration's per-mass loops, which would otherwise leave the helper idle. A
+  // maximum does not depend on the split; a sum only in its last bits.
   template <class Rows>
-  double in_mass_halves(const Rows& rows) const {
+  auto in_mass_halves(const Rows& rows) const -> decltype(rows(0, 0)) {
     const int nm = num_masses();
     if (!split_work_ || static_cast<Eigen::Index>(D) * nm < VectorHalves::kMinLength) return rows(0, nm);
-    double part[2] = {0, 0};
+    decltype(rows(0, 0)) part[2] = {};
     TwoWay::shared().run([&](int h) { part[h] = h == 0 ? rows(0, nm / 2) : rows(nm / 2, nm); });
-    return std::max(part[0], part[1]);
+    return MassPartial::combine(part[0], part[1]);
   }
   double length_scale_ = 1.0;
   std::string linear_solver_ = "auto";

@@ -207,9 +207,10 @@ DoubleBlocks transpose_scalar(const DoubleBlocks& X, int cols) {
 // k >= middle whose column is below middle come first in their rows, and first_inner[k] is
 // where the rest start (first_inner[k] = the row's start for k < middle).
 void smoother_pattern(const DoubleBlocks& A, int DD, int middle, FloatBlocks& lower, std::vector<int>& source,
-                      std::vector<int>& first_inner) {
+                      std::vector<int>& first_inner, std::vector<int>& cross_rows) {
   lower = FloatBlocks();
   source.clear();
+  cross_rows.clear();
   std::vector<int> inner(A.rows(), 0);  // into first_inner last: its size marks a pattern made
   auto append = [&](int p) {
     lower.col.push_back(A.col[p]);
@@ -222,6 +223,7 @@ void smoother_pattern(const DoubleBlocks& A, int DD, int middle, FloatBlocks& lo
       for (int p = p0; p < p1; ++p)
         if (A.col[p] < middle) append(p);
     inner[k] = lower.num_blocks();
+    if (inner[k] > lower.row_start[k]) cross_rows.push_back(k);
     for (int p = p0; p < p1; ++p)
       if (A.col[p] < k && !(split_row && A.col[p] < middle)) append(p);
     lower.row_start.push_back(lower.num_blocks());
@@ -371,11 +373,12 @@ void lower_block_sweep(const FloatBlocks& lower, const int* first_block, const s
 
 // The lower blocks between the two halves of a split smoother (rows k >= middle, columns
 // j < middle, stored first in their rows): pending_k += sign A_kj x_j and
-// pending_j += sign A_kj^T x_k.
+// pending_j += sign A_kj^T x_k. Only the rows that have such blocks are visited (on a
+// sheet, a grid line or two of the half's rows).
 template <int D>
-void add_cross_blocks(const FloatBlocks& lower, const std::vector<int>& first_inner, int middle, const VectorXd& x,
-                      VectorXd& pending, double sign) {
-  for (int k = middle; k < lower.rows(); ++k)
+void add_cross_blocks(const FloatBlocks& lower, const std::vector<int>& first_inner, const std::vector<int>& cross_rows,
+                      const VectorXd& x, VectorXd& pending, double sign) {
+  for (int k : cross_rows)
     for (int p = lower.row_start[k]; p < first_inner[k]; ++p) {
       const float* B = &lower.values[static_cast<std::size_t>(p) * D * D];
       const int j = lower.col[p];
@@ -427,7 +430,8 @@ bool SmoothedAggregation::prepare_smoother(Level& level) const {
   const int nn = level.num_nodes(), DD = dim_ * dim_;
   if (static_cast<int>(level.first_inner.size()) != nn) {  // a new level: its pattern first
     level.middle = nn >= kSplitSmootherNodes ? nn / 2 : 0;
-    smoother_pattern(level.A, DD, level.middle, level.lower, level.lower_source, level.first_inner);
+    smoother_pattern(level.A, DD, level.middle, level.lower, level.lower_source, level.first_inner,
+                     level.cross_rows);
     level.block_inv.resize(static_cast<std::size_t>(nn) * DD);
   }
   std::atomic<bool> ok{true};
@@ -685,7 +689,7 @@ void SmoothedAggregation::smooth(const Level& level, const VectorXd& b, VectorXd
   // Each half sweeps its own rows; across the halves each sees the other's x from before
   // the sweep: 0 in the forward sweep (the residual is completed after it), the coarse
   // correction in the backward one (added to `pending` before it).
-  if (!forward) add_cross_blocks<D>(level.lower, level.first_inner, middle, x, pending, 1.0);
+  if (!forward) add_cross_blocks<D>(level.lower, level.first_inner, level.cross_rows, x, pending, 1.0);
   auto half = [&](int h) {
     const int first = h == 0 ? 0 : middle, last = h == 0 ? middle : nn;
     // Forward, each half's own rows of `pending` start at zero; the sweep scatters within
@@ -699,7 +703,7 @@ void SmoothedAggregation::smooth(const Level& level, const VectorXd& b, VectorXd
     half(0);
     half(1);
   }
-  if (forward) add_cross_blocks<D>(level.lower, level.first_inner, middle, x, pending, -1.0);
+  if (forward) add_cross_blocks<D>(level.lower, level.first_inner, level.cross_rows, x, pending, -1.0);
 }
 
 template <int D>
@@ -716,9 +720,10 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   VectorXd coarse_r = VectorXd::Zero(static_cast<Eigen::Index>(nc) * D), coarse_x;
   in_halves(nc, halves, [&](int first, int last) { scalar_product<D>(level.R, r.data(), coarse_r.data(), first, last); });
   cycle<D>(l + 1, coarse_r, coarse_x);
-  in_halves(level.num_nodes(), halves,
-            [&](int first, int last) { scalar_product<D>(level.P, coarse_x.data(), x.data(), first, last); });
-  r.setZero();
+  in_halves(level.num_nodes(), halves, [&](int first, int last) {
+    scalar_product<D>(level.P, coarse_x.data(), x.data(), first, last);
+    r.segment(static_cast<Eigen::Index>(D) * first, static_cast<Eigen::Index>(D) * (last - first)).setZero();
+  });
   smooth<D>(level, b, x, r, false);
 }
 

@@ -100,6 +100,7 @@ class SmoothedAggregation {
     // is where row k's blocks within its own half start.
     int middle = 0;
     std::vector<int> first_inner;
+    std::vector<int> cross_rows;  // the rows from `middle` on with blocks in the other half
     std::vector<int> lower_source;  // the block of A each block of `lower` holds
     // The prolongation from the next level (its nodes are the columns) and its transpose,
     // the restriction: scalar matrices, one value per block standing for that value times I.
