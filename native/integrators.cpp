@@ -160,6 +160,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   const State<D>& s = state_;
   const int nm = D * num_masses();
   NewmarkStep step;
+  double acc_max = -1;  // of s.acc, where the step's set-up reads it anyway
   const IntegratorKind kind = step_kind(h, path);
   if (kind == IntegratorKind::ImplicitEuler) {
     step.q_pred = s.q + h * s.v;
@@ -173,9 +174,19 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
                                   ? AlphaParameters::newmark()
                                   : AlphaParameters::generalized(rho_inf);
     step.c = (1 - p.af) / (1 - p.am);
-    step.w = (p.af * s.acc - p.am * s.aux) / (1 - p.am);
-    step.q_pred = s.q + h * s.v + (h * h * (0.5 - p.beta)) * s.aux + (h * h * p.beta) * step.w;
-    step.v_pred = s.v + (h * (1 - p.gamma)) * s.aux + (h * p.gamma) * step.w;
+    step.w.resize(nm);
+    step.q_pred.resize(nm);
+    step.v_pred.resize(nm);
+    acc_max = in_mass_halves([&](int first, int last) {  // the largest |acc| in the same pass
+      const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+      const auto acc = s.acc.segment(at, size), aux = s.aux.segment(at, size);
+      auto w = step.w.segment(at, size);
+      w = (p.af * acc - p.am * aux) / (1 - p.am);
+      step.q_pred.segment(at, size) = s.q.segment(at, size) + h * s.v.segment(at, size) +
+                                      (h * h * (0.5 - p.beta)) * aux + (h * h * p.beta) * w;
+      step.v_pred.segment(at, size) = s.v.segment(at, size) + (h * (1 - p.gamma)) * aux + (h * p.gamma) * w;
+      return size > 0 ? acc.cwiseAbs().maxCoeff() : 0.0;
+    });
     step.bq = h * h * p.beta * step.c;
     step.bv = h * p.gamma * step.c;
   }
@@ -188,8 +199,8 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   // many small steps. Round-off bounds both from below. In stiff springs the size of the
   // Newton correction stands in for the force residual (see below).
   const double pos_tol = newton_tol * length_scale_;  // rods: as tight as without control
-  const double a_ref = std::max({gravity.norm(), s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0,
-                                 1e-3 * length_scale_});
+  if (acc_max < 0) acc_max = s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0;
+  const double a_ref = std::max({gravity.norm(), acc_max, 1e-3 * length_scale_});
   const double acc_tol = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
   const int nc = static_cast<int>(constraints_.size());
   // Initial guess: see NewtonPredictor. The last acceleration alone is far off in stiff
@@ -310,11 +321,11 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
         e.head(nm) = miss;
         return rms_acceleration(lin_.elements.multiply(e, split_work_ ? &TwoWay::shared() : nullptr));
       });
-      state_.q = q1;
-      state_.v = v1;
+      state_.q.swap(q1);  // swapped, not copied: the step's vectors end here
+      state_.v.swap(v1);
       state_.aux = step.c * acc + step.w;
-      state_.acc = acc;
-      state_.lam = lam;
+      state_.acc.swap(acc);
+      state_.lam.swap(lam);
       state_.time = t1;
       last_newton_iterations = it;
       newton_iterations += it;

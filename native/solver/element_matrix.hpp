@@ -161,7 +161,15 @@ class ElementMatrix {
           add_pairs<D>(x, second_half_, np / 2, np);
         }
       });
-      y += second_half_;
+      // The sum in halves too where the vectors are long (a pass the helper would idle in).
+      if (x.size() >= TwoWay::kMinVectorLength)
+        halves->run([&](int half) {
+          const Eigen::Index middle = x.size() / 2, first = half == 0 ? 0 : middle;
+          const Eigen::Index count = half == 0 ? middle : x.size() - middle;
+          y.segment(first, count) += second_half_.segment(first, count);
+        });
+      else
+        y += second_half_;
     } else {
       masses();
       add_pairs<D>(x, y, 0, np);

@@ -8,6 +8,7 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "two_way.hpp"
@@ -29,7 +30,7 @@ constexpr double kTrustedRecurrenceTolerance = 1e-6;
 // at once, so the numbers do not depend on the machine.
 class VectorHalves {
  public:
-  static constexpr Eigen::Index kMinLength = 16384;
+  static constexpr Eigen::Index kMinLength = TwoWay::kMinVectorLength;
   VectorHalves(TwoWay* halves, Eigen::Index n) : halves_(n >= kMinLength ? halves : nullptr), n_(n) {}
   // body(first, count) for each half; returns the sum of what the halves return.
   template <class Body>
@@ -56,20 +57,26 @@ KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
   using Eigen::VectorXd;
   KrylovResult result;
   const VectorHalves split(halves, b.size());
-  const double bnorm = b.norm();
+  auto norm = [&split](const Eigen::VectorXd& v) {
+    return std::sqrt(split.sum([&](Eigen::Index f, Eigen::Index c) { return v.segment(f, c).squaredNorm(); }));
+  };
+  const double bnorm = norm(b);
   if (bnorm == 0.0) {
     x.setZero(b.size());
     result.relative_residual = 0.0;
     result.converged = true;
     return result;
   }
-  // A zero start (the usual case with multigrid) needs no product with A.
-  VectorXd r = x.isZero(0.0) ? b : VectorXd(b - multiply(x));
+  // A zero start (the usual case with multigrid) needs no product with A: the residual is
+  // b (r left empty stands for it).
+  VectorXd r;
+  if (!x.isZero(0.0)) r = b - multiply(x);
   Eigen::MatrixXd H(restart + 1, restart);
   VectorXd cs(restart), sn(restart), g(restart + 1);
   std::vector<VectorXd> V, Z;  // Arnoldi basis and its preconditioned images
   while (true) {
-    const double beta = r.norm();
+    const VectorXd& residual = r.size() > 0 ? r : b;
+    const double beta = r.size() > 0 ? norm(r) : bnorm;
     result.relative_residual = beta / bnorm;
     if (!std::isfinite(beta)) return result;
     if (beta <= tol * bnorm) {
@@ -77,7 +84,11 @@ KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
       return result;
     }
     if (result.iterations >= max_iterations) return result;
-    V.assign(1, r / beta);
+    V.assign(1, VectorXd(residual.size()));
+    split.sum([&](Eigen::Index f, Eigen::Index c) {
+      V[0].segment(f, c) = residual.segment(f, c) / beta;
+      return 0.0;
+    });
     Z.clear();
     g.setZero();
     g(0) = beta;
@@ -112,7 +123,11 @@ KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
       ++j;
       // Converged by the recurrence, or the Krylov space is exhausted (exact solution).
       if (std::abs(g(j)) <= tol * bnorm || h_next <= 1e-14 * rho) break;
-      V.push_back(w / h_next);
+      split.sum([&](Eigen::Index f, Eigen::Index c) {
+        w.segment(f, c) /= h_next;
+        return 0.0;
+      });
+      V.push_back(std::move(w));
     }
     // x += Z y with H(0:j, 0:j) y = g(0:j), upper triangular.
     VectorXd y = g.head(j);

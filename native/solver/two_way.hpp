@@ -38,6 +38,10 @@ class TwoWay {
   TwoWay(const TwoWay&) = delete;
   TwoWay& operator=(const TwoWay&) = delete;
 
+  // Vector loops shorter than this run in one pass: below it a handoff to the helper costs
+  // more than half of the loop.
+  static constexpr long kMinVectorLength = 16384;
+
   // Whether the helper may run (tests and benchmarks compare; the numbers are the same).
   void allow_helper(bool on) { enabled_ = on && usable_cores() >= 2; }
 
