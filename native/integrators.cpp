@@ -211,7 +211,8 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     return predictor_.guess(k, s.acc, h, [&] { return VectorXd((s.q + h * s.v - step.q_pred) / step.bq); });
   };
   VectorXd acc = guess(predictor_.choice), lam = s.lam;
-  VectorXd q1, v1, F, g, R(num_unknowns()), delta;
+  // rhs: Newton's right-hand side, minus the residual R = (M acc - F, g / bq).
+  VectorXd q1, v1, F, g, rhs(num_unknowns()), delta;
   // Projected, damped Newton. The Newton matrix leaves out the destabilizing parts of the
   // geometric stiffness (compressed springs, pushing rods), which keeps it definite, so
   // that crumpling cloth does not send Newton wandering (test_crumpling_sheet_*). Where
@@ -262,9 +263,9 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
         double largest = 0, squares = 0;  // of the mass's components: one division per mass
         for (int k = 0; k < D; ++k) {
           const int r = D * i + k;
-          R(r) = mass_[i] * acc(r) - F(r);
-          largest = std::max(largest, std::abs(R(r)));
-          squares += R(r) * R(r);
+          rhs(r) = F(r) - mass_[i] * acc(r);
+          largest = std::max(largest, std::abs(rhs(r)));
+          squares += rhs(r) * rhs(r);
         }
         found.max = std::max(found.max, largest / std::max(mass_[i] * acc_tol, round_off));
         found.sum += squares / (mass_[i] * mass_[i]);
@@ -274,15 +275,15 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     const double force_err = residual.max;
     double constraint_err = 0;  // <= 1: converged
     for (int j = 0; j < nc; ++j) {
-      R(nm + j) = g(j) / step.bq;
+      rhs(nm + j) = -g(j) / step.bq;
       constraint_err = std::max(constraint_err, std::abs(g(j)) / std::max(pos_tol, g_floor));
     }
     const double err = std::max(force_err, constraint_err);
-    // Error control only; R's constraint rows are not accelerations (rms_acceleration).
+    // Error control only; the constraint rows are not accelerations (rms_acceleration).
     if (tolerance > 0) newton_test.add_residual(std::sqrt(residual.sum / std::max(num_masses(), 1)));
     // A NaN in the force rows makes the sum NaN (a maximum may pass over it); only a sum
     // that is not finite needs the rows read again.
-    const bool finite = (std::isfinite(residual.sum) || R.head(nm).allFinite()) && R.tail(nc).allFinite();
+    const bool finite = (std::isfinite(residual.sum) || rhs.head(nm).allFinite()) && rhs.tail(nc).allFinite();
     if (!std::isfinite(err) || !finite) {
       why = "the forces became NaN or Inf";
       return false;
@@ -323,7 +324,12 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       });
       state_.q.swap(q1);  // swapped, not copied: the step's vectors end here
       state_.v.swap(v1);
-      state_.aux = step.c * acc + step.w;
+      state_.aux.resize(nm);
+      in_mass_halves([&](int first, int last) {
+        const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+        state_.aux.segment(at, size) = step.c * acc.segment(at, size) + step.w.segment(at, size);
+        return 0.0;
+      });
       state_.acc.swap(acc);
       state_.lam.swap(lam);
       state_.time = t1;
@@ -347,8 +353,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       continue;
     }
     err_prev = err;
-    acc_prev = acc;
-    lam_prev = lam;
+    lam_prev = lam;  // acc_prev: with the correction below
     fraction = 1.0;
     // Inexact Newton: the linear systems are solved to a relative residual of 1e-2. This
     // Newton contracts the error by 20x or more per iteration, so solving more accurately
@@ -356,12 +361,13 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     // newton_tol 1e-10. Under error control Newton stops 1e5 times earlier, where 1e-1
     // is enough and saves Krylov iterations (docs/performance.md).
     const double linear_tol = tolerance > 0 ? 1e-1 : 1e-2;
-    if (!lin_.solve(-R, delta, linear_tol, &lam)) {
+    if (!lin_.solve(rhs, delta, linear_tol, &lam)) {
       why = "the Newton matrix is singular";
       return false;
     }
     double correction_squares = in_mass_halves([&](int first, int last) {
       const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+      acc_prev.segment(at, size) = acc.segment(at, size);
       acc.segment(at, size) += delta.segment(at, size);
       return MassPartial{0.0, delta.segment(at, size).squaredNorm()};
     }).sum;

@@ -25,9 +25,18 @@ struct ValueSink {
 }  // namespace
 
 void NewtonLinearSolver::set_pattern(const ElementMatrix& pattern, double delta_) {
+  elements = pattern;
+  matrix_stale_ = true;
+  matrix_pattern_ = false;
+  first_constraint_row = pattern.num_unknowns() - pattern.num_rods();
+  delta = delta_;
+  ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
+}
+
+void NewtonLinearSolver::make_matrix_pattern() {
   PatternSink sink;
-  pattern.scatter(sink);
-  const int n = pattern.num_unknowns();
+  elements.scatter(sink);
+  const int n = elements.num_unknowns();
   J = SpMat(n, n);
   J.setFromTriplets(sink.entries.begin(), sink.entries.end());
   J.makeCompressed();
@@ -38,10 +47,6 @@ void NewtonLinearSolver::set_pattern(const ElementMatrix& pattern, double delta_
     const int r = sink.entries[e].row(), c = sink.entries[e].col();
     slots_[e] = static_cast<int>(std::lower_bound(inner + outer[c], inner + outer[c + 1], r) - inner);
   }
-  elements = pattern;
-  matrix_stale_ = true;
-  first_constraint_row = n - pattern.num_rods();
-  delta = delta_;
   transpose_of.assign(J.nonZeros(), -1);
   for (int c = 0; c < n; ++c)
     for (int k = outer[c]; k < outer[c + 1]; ++k) {
@@ -54,10 +59,11 @@ void NewtonLinearSolver::set_pattern(const ElementMatrix& pattern, double delta_
     for (int k = outer[r]; k < outer[r + 1]; ++k)
       if (inner[k] == r) constraint_diagonal_.push_back(k);
   P_ = J;
-  ldlt_analyzed_ = lu_analyzed_ = have_factor_ = false;
+  matrix_pattern_ = true;
 }
 
 void NewtonLinearSolver::sync_matrix() {
+  if (!matrix_pattern_) make_matrix_pattern();
   if (!matrix_stale_) return;
   std::fill(J.valuePtr(), J.valuePtr() + J.nonZeros(), 0.0);
   ValueSink sink{J.valuePtr(), slots_.data()};

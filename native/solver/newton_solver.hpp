@@ -84,6 +84,10 @@ class NewtonLinearSolver {
   double delta = 1e-8;
   bool matrix_stale_ = true;
   bool smoother_stale_ = false;
+  // J's compressed pattern (and P's, slots_, transpose_of) is made at the first sync: a
+  // multigrid solve never needs it.
+  bool matrix_pattern_ = false;
+  void make_matrix_pattern();
   void sync_matrix();
   bool refactor();
   bool renew_smoother_if_stale();
