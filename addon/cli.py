@@ -98,7 +98,8 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
                    "(the fewest, under error control)")
     p.add_argument("--accuracy", type=float, metavar="TOL",
                    help="override the error control's tolerance (a fraction of each object's "
-                        "mean edge length; 0: fixed steps) for this bake")
+                        "mean edge length, or of 1/40 of its size if that is longer; 0: fixed "
+                        "steps) for this bake")
     p.add_argument("--no-collisions", action="store_true",
                    help="bake without the scene's Collision objects (default: every object "
                         "with Collisions on meets them)")

@@ -147,7 +147,8 @@ class MassSpringSettings(bpy.types.PropertyGroup):
     accuracy: FloatProperty(
         name="Accuracy",
         description="Error control: the local error each step may make, as a fraction of "
-                    "the mean edge length (smaller is more accurate and slower). 0: fixed steps, "
+                    "the mean edge length, or of 1/40 of the object's size for meshes divided "
+                    "more finely (smaller is more accurate and slower). 0: fixed steps, "
                     "exactly Substeps per frame. The implicit integrators only",
         # Error control is the default: it is faster than fixed steps on every structure
         # measured (docs/performance.md) and keeps folding sheets and ropes from gaining

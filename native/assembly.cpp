@@ -263,6 +263,17 @@ void System<D>::ensure_pattern() {
     length_scale_ = (num_masses() + num_fixes() > 1) ? (hi - lo).norm() : 0.0;
   }
   if (!(length_scale_ > 0)) length_scale_ = 1.0;
+  // The length error control's tolerance is a fraction of: the mean element length, but
+  // no less than 1/kErrorScaleDivisions of the structure's largest side. A mesh divided
+  // more finely than that keeps the error allowance of one so divided, in scene units:
+  // how far a finer mesh strays from the converged motion, as a share of the structure's
+  // size, stays that of the coarser mesh, and so does its number of steps
+  // (test_core_error_control.py, test_a_fine_folding_sheet_follows_a_converged_run_as_a_coarse_one).
+  // The side is that of the structure as built, so that a restored state (set_state) in
+  // an identical system steps as the original did (test_core_state.py).
+  constexpr double kErrorScaleDivisions = 40;
+  const double largest_side = num_masses() + num_fixes() > 1 ? (built_hi_ - built_lo_).maxCoeff() : 0.0;
+  error_scale_ = std::max(length_scale_, largest_side / kErrorScaleDivisions);
   max_stiffness_ = 0.0;
   for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
 

@@ -479,8 +479,14 @@ void bind_system(py::module_& m, const std::string& name) {
             s.set_tolerance(t);
           },
           "Error control: 0 (the default) takes the steps simulate() is given; > 0 takes "
-          "steps up to tend/steps sized so the local error stays within tolerance x the "
-          "mean length of the springs and rods (the extent of the masses if there are none)")
+          "steps up to tend/steps sized so the local error stays within tolerance x "
+          "error_scale")
+      .def_property_readonly(
+          "error_scale", [](S& s) { return s.error_scale(); },
+          "The length error control's tolerance is a fraction of: the mean length of the "
+          "springs and rods (the extent of the masses if there are none), but no less than "
+          "1/40 of the largest side of the structure as built, so that meshes divided more "
+          "finely than 40 edges across keep the same error allowance in scene units")
       .def_property(
           "max_halvings", [](const S& s) { return s.max_halvings; },
           [](S& s, int n) {

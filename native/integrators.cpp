@@ -227,7 +227,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   double correction_err = std::numeric_limits<double>::infinity();
   NewtonErrorTest newton_test;
   const double close_enough_bound =
-      std::min(acc_tol, kNewtonShareOfTolerance * tolerance * length_scale_ / step.bq);
+      std::min(acc_tol, kNewtonShareOfTolerance * tolerance * error_scale_ / step.bq);
   bool check_residual_first = false;  // forces before the matrix (see the loop's end)
   definite_newton_ = newton_matrix == NewtonMatrix::Projected;
 
@@ -706,7 +706,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     const double energy_before = energy_at_state;
     std::string why;
     const bool solved = implicit_step(h, path, why);
-    const double err = solved ? last_local_error / (tolerance * length_scale_)
+    const double err = solved ? last_local_error / (tolerance * error_scale_)
                               : std::numeric_limits<double>::infinity();
     const double energy_after = solved && check_energy ? total_energy() : 0.0;
     const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_after, energy_scale);

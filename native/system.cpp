@@ -123,6 +123,7 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
     state_.v.template segment<D>(D * (n0 + k)) = vel[k];
     state_.acc.template segment<D>(D * (n0 + k)).setZero();
     state_.aux.template segment<D>(D * (n0 + k)).setZero();
+    extend_built_box(pos[k]);
     // A system built from arrays numbers its vertices in array order: masses added later
     // are the next vertices (tests/test_core_arrays.py).
     if (!vertices_.empty()) vertices_.push_back(Connector{MASS, n0 + k, id_});
@@ -137,6 +138,7 @@ Connector System<D>::add_fix(const VecD& pos) {
   require_magnitude(pos, item + ": position");
   fix_target_.push_back(pos);
   state_.fix_pos.push_back(pos);
+  extend_built_box(pos);
   if (!vertices_.empty()) vertices_.push_back(Connector{FIX, num_fixes() - 1, id_});
   topology_changed();
   return Connector{FIX, num_fixes() - 1, id_};

@@ -199,6 +199,11 @@ class System {
   VectorXd constraint_forces();             // rod tension, + pulls (lam scaled by |d|/L0)
   double constraint_force(int j);           // the same for one rod
   double length_scale();
+  // The length error control's tolerance is a fraction of (see ensure_pattern).
+  double error_scale() {
+    ensure_pattern();
+    return error_scale_;
+  }
   std::vector<char> soft_springs() const;
   const NewtonLinearSolver& newton_solver() const { return lin_; }
   // NewtonLinearSolver::precondition on the Newton matrix of the last step.
@@ -412,6 +417,14 @@ class System {
     return MassPartial::combine(part[0], part[1]);
   }
   double length_scale_ = 1.0;
+  double error_scale_ = 1.0;  // what error control's tolerance is a fraction of (ensure_pattern)
+  // The bounding box of the masses and fixes where they were added.
+  VecD built_lo_ = VecD::Constant(std::numeric_limits<double>::infinity());
+  VecD built_hi_ = VecD::Constant(-std::numeric_limits<double>::infinity());
+  void extend_built_box(const VecD& p) {
+    built_lo_ = built_lo_.cwiseMin(p);
+    built_hi_ = built_hi_.cwiseMax(p);
+  }
   std::string linear_solver_ = "auto";
   // Largest force a single element exerted in the last assembly: the size of the terms
   // whose sum is the residual, hence of its round-off.

@@ -177,6 +177,46 @@ def test_a_folding_sheet_at_the_default_tolerance_follows_a_converged_run():
     assert np.linalg.norm(run[-1] - run[0], axis=1).max() > 0.3
 
 
+def test_the_error_scale_is_the_mean_edge_down_to_a_fortieth_of_the_structure():
+    """Error control's tolerance is a fraction of the mean element length, but never of
+    less than 1/40 of the structure's largest side as built: a 1 m sheet of 32 edges
+    across allows 1/32 m per unit of tolerance, one of 80 edges 1/40 m, not 1/80; a
+    pendulum its length. A restored state in an identical system does not change it
+    (the box is the one built, not the one the masses have moved to)."""
+    assert folding_sheet(33).error_scale == pytest.approx(1.0 / 32, rel=1e-12)
+    fine = folding_sheet(81)
+    assert fine.error_scale == pytest.approx(1.0 / 40, rel=1e-12)
+    crumpled = fine.checkpoint()
+    crumpled["q"] = np.zeros_like(crumpled["q"])  # every mass in one point
+    again = folding_sheet(81)
+    again.set_state(crumpled)
+    assert again.error_scale == pytest.approx(1.0 / 40, rel=1e-12)
+    pendulum = ms.MassSpringSystem2d()
+    pivot = pendulum.add(ms.Fix([0.0, 0.0]))
+    bob = pendulum.add(ms.Mass(1.0, [2.0, 0.0]))
+    pendulum.add(ms.DistanceConstraint(2.0, (pivot, bob)))
+    assert pendulum.error_scale == pytest.approx(2.0)
+
+
+@pytest.mark.slow
+def test_a_fine_folding_sheet_follows_a_converged_run_as_a_coarse_one():
+    """A 65x65 sheet folding from two corners, at the default tolerance, stays within 1 %
+    of the sheet's size of a run at 1e-6, as the 33x33 sheet does
+    (test_a_folding_sheet_at_the_default_tolerance_follows_a_converged_run): its error
+    allowance is that of a 40-edge mesh in scene units, not of its own finer edges. So it
+    takes about as many steps as the coarse sheet: with the allowance of its own edges
+    (half as long) it took 1.4 times as many."""
+    reference = frames(folding_sheet(65, tolerance=1e-6))
+    fine = folding_sheet(65)
+    run = frames(fine)
+    distance = np.linalg.norm(run - reference, axis=2)
+    assert np.sqrt((distance ** 2).mean(axis=1)).max() <= 0.01
+    assert np.linalg.norm(run[-1] - run[0], axis=1).max() > 0.3
+    coarse = folding_sheet(33)
+    frames(coarse)
+    assert fine.stats["steps"] <= 1.3 * coarse.stats["steps"]
+
+
 def test_newton_under_error_control_stops_at_its_own_error_estimate():
     """Under error control Newton stops once its estimated error (rate / (1 - rate) times
     the last correction) is within the force tolerance and a third of the step's error:
