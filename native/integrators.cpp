@@ -322,16 +322,18 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
         e.head(nm) = miss;
         return rms_acceleration(lin_.elements.multiply(e, split_work_ ? &TwoWay::shared() : nullptr));
       });
-      state_.q.swap(q1);  // swapped, not copied: the step's vectors end here
-      state_.v.swap(v1);
+      // Copied into the state's own vectors, in halves: they keep their memory, which a
+      // read from another thread while simulate() runs may hold.
       state_.aux.resize(nm);
       in_mass_halves([&](int first, int last) {
         const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+        state_.q.segment(at, size) = q1.segment(at, size);
+        state_.v.segment(at, size) = v1.segment(at, size);
         state_.aux.segment(at, size) = step.c * acc.segment(at, size) + step.w.segment(at, size);
+        state_.acc.segment(at, size) = acc.segment(at, size);
         return 0.0;
       });
-      state_.acc.swap(acc);
-      state_.lam.swap(lam);
+      state_.lam = lam;
       state_.time = t1;
       last_newton_iterations = it;
       newton_iterations += it;
