@@ -177,8 +177,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     step.w.resize(nm);
     step.q_pred.resize(nm);
     step.v_pred.resize(nm);
-    acc_max = in_mass_halves([&](int first, int last) {  // the largest |acc| in the same pass
-      const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+    acc_max = in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {  // the largest |acc| in the same pass
       const auto acc = s.acc.segment(at, size), aux = s.aux.segment(at, size);
       auto w = step.w.segment(at, size);
       w = (p.af * acc - p.am * aux) / (1 - p.am);
@@ -234,8 +233,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   q1.resize(nm);
   v1.resize(nm);
   for (int it = 0; it <= max_newton_iterations; ++it) {
-    const double q_max = in_mass_halves([&](int first, int last) {
-      const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+    const double q_max = in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {
       q1.segment(at, size) = step.q_pred.segment(at, size) + step.bq * acc.segment(at, size);
       v1.segment(at, size) = step.v_pred.segment(at, size) + step.bv * acc.segment(at, size);
       return size > 0 ? q1.segment(at, size).cwiseAbs().maxCoeff() : 0.0;
@@ -325,8 +323,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       // Copied into the state's own vectors, in halves: they keep their memory, which a
       // read from another thread while simulate() runs may hold.
       state_.aux.resize(nm);
-      in_mass_halves([&](int first, int last) {
-        const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+      in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {
         state_.q.segment(at, size) = q1.segment(at, size);
         state_.v.segment(at, size) = v1.segment(at, size);
         state_.aux.segment(at, size) = step.c * acc.segment(at, size) + step.w.segment(at, size);
@@ -367,8 +364,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       why = "the Newton matrix is singular";
       return false;
     }
-    double correction_squares = in_mass_halves([&](int first, int last) {
-      const Eigen::Index at = static_cast<Eigen::Index>(D) * first, size = static_cast<Eigen::Index>(D) * (last - first);
+    double correction_squares = in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {
       acc_prev.segment(at, size) = acc.segment(at, size);
       acc.segment(at, size) += delta.segment(at, size);
       return MassPartial{0.0, delta.segment(at, size).squaredNorm()};

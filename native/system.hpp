@@ -416,6 +416,14 @@ class System {
     TwoWay::shared().run([&](int h) { part[h] = h == 0 ? rows(0, nm / 2) : rows(nm / 2, nm); });
     return MassPartial::combine(part[0], part[1]);
   }
+  // in_mass_halves over the masses' coordinates: body(at, size) for the rows
+  // [at, at + size) of q, v, acc and the like.
+  template <class Body>
+  auto in_coordinate_halves(const Body& body) const {
+    return in_mass_halves([&](int first, int last) {
+      return body(static_cast<Eigen::Index>(D) * first, static_cast<Eigen::Index>(D) * (last - first));
+    });
+  }
   double length_scale_ = 1.0;
   double error_scale_ = 1.0;  // what error control's tolerance is a fraction of (ensure_pattern)
   // The bounding box of the masses and fixes where they were added.
