@@ -23,8 +23,18 @@ except ImportError:  # import_core() says how to install the core
 INTEGRATORS = {info.name.upper(): info.name for info in _CORE_INTEGRATORS}
 EXPLICIT_INTEGRATORS = {info.name.upper() for info in _CORE_INTEGRATORS if info.explicit}
 
-# A coordinate beyond this (metres) means the run blew up even if it is still finite.
-DIVERGED_COORDINATE = 1.0e7
+# A vertex this many times the structure's size (its bounding box diagonal at the start)
+# beyond the reach of what moves it (its pins, colliders, and a throw at the fastest start
+# speed under gravity) means the run blew up even if it is still finite. Relative to the
+# start and the size, so a tiny or a far object is judged as a 1 m one at the origin
+# (tests/test_addon_scale.py, test_a_tiny_object_falls_freely_without_being_called_diverged,
+# test_a_tiny_diverging_object_is_still_caught).
+DIVERGED_SIZES = 1.0e6
+# Columns of the object's 3×3 matrix closer to linearly dependent than this (|det| over
+# the product of their lengths, 1 for orthogonal ones) squash the object flat: the
+# matrices are float32 (6e-8 relative), so below this they are flat up to round-off. A
+# ratio, so any uniform scale passes (test_a_transform_is_flat_at_any_overall_scale).
+FLAT_TRANSFORM = 1.0e-6
 
 
 def import_core():
@@ -104,17 +114,34 @@ class ColliderFrames:
             return self.static_vertices
         return np.concatenate([self.static_vertices, self.moving_vertices[k]])
 
-    def apply(self, mss, k: int) -> None:
-        """Put the colliders where they are at frame k of the range (the core moves them
-        there linearly during the next simulate() call)."""
+    def apply(self, mss, k: int, origin=(0.0, 0.0, 0.0)) -> None:
+        """Put the colliders where they are at frame k of the range, in world space moved
+        by -origin (the core moves them there linearly during the next simulate() call)."""
         if len(self.triangles):
-            mss.set_colliders(self.vertices(k), self.triangles, self.thickness, self.friction)
+            mss.set_colliders(self.vertices(k) - np.asarray(origin, dtype=np.float64),
+                              self.triangles, self.thickness, self.friction)
 
 
 def transform_points(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Apply a 4×4 affine matrix to (N, 3) points."""
     matrix = np.asarray(matrix, dtype=np.float64)
     return points @ matrix[:3, :3].T + matrix[:3, 3]
+
+
+def flat_transforms(matrices) -> np.ndarray:
+    """(F,) bool: which of the (F, 4, 4) matrices squash space flat (a scale of 0 on some
+    axis, or axes sheared onto each other), at any overall scale (FLAT_TRANSFORM)."""
+    linear = np.asarray(matrices, dtype=np.float64)[:, :3, :3]
+    columns = np.prod(np.linalg.norm(linear, axis=1), axis=1)
+    return ~(np.abs(np.linalg.det(linear)) > FLAT_TRANSFORM * columns)
+
+
+def bounding_box(points: np.ndarray) -> tuple[np.ndarray, float]:
+    """The centre and the diagonal of the bounding box of (N, 3) points; 1 m as the
+    diagonal of a single point, which has no size to compare with."""
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    diagonal = float(np.linalg.norm(hi - lo))
+    return 0.5 * (lo + hi), diagonal if diagonal > 0 else 1.0
 
 
 def inverse_matrices(matrices) -> np.ndarray:
@@ -201,7 +228,7 @@ class FrameReport:
     substeps: int  # integrator steps taken
     newton_iterations: int
     linear_iterations: int  # Krylov iterations of Newton's linear solves
-    energy: float  # J, kinetic + potential at the frame's end
+    energy: float  # J, kinetic + potential at the frame's end (gravity's from the start centre)
     max_constraint_error: float  # m, the worst rod length error at the frame's end
     ms: float  # wall-clock milliseconds
 
@@ -228,6 +255,8 @@ class FrameSimulation:
     frame is converted when the core produces it, so the world positions of all frames
     (float64, twice the size) are never held. ``rod_forces[k]`` holds every rod's tension
     (N, + pulls) at frame k, in the core's order of the rods (``structure.rod_edges()``).
+    The core (``mss``) works in world space moved by -``origin``, the structure's start
+    centre; ``world_positions()`` and ``world_start`` are in world space.
     """
 
     def __init__(self, arrays: MeshArrays, settings: SimulationSettings, matrices, frames,
@@ -241,24 +270,36 @@ class FrameSimulation:
             raise BakeError("the frame range needs at least two frames (end after start)")
         if self.matrices.shape != (len(self.frames), 4, 4):
             raise ValueError("one 4×4 world matrix per frame is needed")
-        singular = np.flatnonzero(np.abs(np.linalg.det(self.matrices[:, :3, :3])) < 1e-12)
+        singular = np.flatnonzero(flat_transforms(self.matrices))
         if len(singular):
             raise BakeError(
                 f"frame {self.frames[singular[0]]}: the object's transform squashes it flat "
                 "(a scale of 0), so its vertices can't be mapped back: fix the scale animation")
-        self._inverses = inverse_matrices(self.matrices)
-        self.mss, self.structure = build_system(arrays, settings, self.matrices[0])
+        # The core works in world space moved by -origin, the centre of the structure's
+        # bounding box at the start: translation changes no physics (gravity is uniform),
+        # and float64 then resolves 1e-16 of the structure's size, not of its distance
+        # from the world's origin, in every tolerance of the core
+        # (tests/test_addon_scale.py, test_a_far_object_bakes_the_motion_at_the_origin).
+        self.origin, self._start_size = bounding_box(
+            transform_points(self.matrices[0], arrays.local_positions))
+        self._core_matrices = self.matrices.copy()
+        self._core_matrices[:, :3, 3] -= self.origin
+        self._inverses = inverse_matrices(self._core_matrices)
+        self.mss, self.structure = build_system(arrays, settings, self._core_matrices[0])
         if colliders is not None:
             try:
-                colliders.apply(self.mss, 0)
+                colliders.apply(self.mss, 0, self.origin)
             except ValueError as ex:
                 raise BakeError(f"the core refused the colliders: {ex}") from ex
-        self.world_start = self.mss.vertex_positions()
+        self.world_start = self.mss.vertex_positions() + self.origin
         self.dt = 1.0 / settings.fps
-        self._pins_local = arrays.local_positions[np.asarray(self.mss.fixed_vertices, dtype=np.int64)]
-        self.local_positions = np.empty((len(self.frames), arrays.vertex_count, 3), dtype=np.float32)
-        self.rod_forces = np.empty((len(self.frames), len(self.mss.constraints)), dtype=np.float32)
-        self._store(0, self.world_start)
+        self._start_speed = float(np.linalg.norm(self.mss.vertex_velocities(), axis=1).max())
+        pins = np.asarray(self.mss.fixed_vertices, dtype=np.int64)
+        self._pins_local = arrays.local_positions[pins]
+        frame_count = len(self.frames)
+        self.local_positions = np.empty((frame_count, arrays.vertex_count, 3), dtype=np.float32)
+        self.rod_forces = np.empty((frame_count, len(self.mss.constraints)), dtype=np.float32)
+        self._store(0, self.mss.vertex_positions())
         self.frames_done = 1
         self.report: list[FrameReport] = []  # one row per simulated frame
 
@@ -266,8 +307,13 @@ class FrameSimulation:
     def done(self) -> bool:
         return self.frames_done >= len(self.frames)
 
-    def _store(self, k: int, world: np.ndarray) -> None:
-        self.local_positions[k] = transform_points(self._inverses[k], world)
+    def world_positions(self) -> np.ndarray:
+        """(N, 3) float64 world positions of the vertices now."""
+        return self.mss.vertex_positions() + self.origin
+
+    def _store(self, k: int, core: np.ndarray) -> None:
+        """Keep frame k from the core's positions (world space moved by -origin)."""
+        self.local_positions[k] = transform_points(self._inverses[k], core)
         if self.rod_forces.shape[1]:
             self.rod_forces[k] = self.mss.constraint_forces
 
@@ -276,9 +322,9 @@ class FrameSimulation:
         k = self.frames_done
         frame = int(self.frames[k])
         if len(self._pins_local):
-            self.mss.fix_positions = transform_points(self.matrices[k], self._pins_local)
+            self.mss.fix_positions = transform_points(self._core_matrices[k], self._pins_local)
         if self.colliders is not None and self.colliders.moving:
-            self.colliders.apply(self.mss, k)
+            self.colliders.apply(self.mss, k, self.origin)
         before, start = self.mss.stats, time.perf_counter()
         try:
             self.mss.simulate(self.dt, self.settings.substeps)
@@ -290,7 +336,7 @@ class FrameSimulation:
                 "or mass ratios, or more numerical damping (ρ∞ below 1, or Implicit Euler)")
             raise BakeError(f"frame {frame}: the solver failed ({ex}).{cure}") from ex
         positions = self.mss.vertex_positions()
-        if not np.isfinite(positions).all() or np.abs(positions).max() > DIVERGED_COORDINATE:
+        if not np.isfinite(positions).all() or self._flown_off(positions, k):
             raise BakeError(
                 f"frame {frame}: the simulation diverged (positions became "
                 f"{'infinite' if not np.isfinite(positions).all() else 'huge'}). Likely cure: "
@@ -299,6 +345,21 @@ class FrameSimulation:
         self._store(k, positions)
         self.report.append(FrameReport.of(frame, self.mss, before, time.perf_counter() - start))
         self.frames_done = k + 1
+
+    def _flown_off(self, positions: np.ndarray, k: int) -> bool:
+        """Whether a vertex at frame k (core positions) is farther from the structure's
+        start than DIVERGED_SIZES of its size beyond the farthest reach of what moves it:
+        its fastest start speed and gravity over the time since, its pins and colliders."""
+        t = k * self.dt
+        reach = (DIVERGED_SIZES * self._start_size + self._start_speed * t
+                 + 0.5 * float(np.linalg.norm(self.settings.gravity)) * t * t)
+        movers = [np.asarray(self.mss.fix_positions, dtype=np.float64).reshape(-1, 3)]
+        if self.colliders is not None:
+            movers.append(self.colliders.vertices(k) - self.origin)
+        movers = np.concatenate(movers)
+        if len(movers):
+            reach += float(np.linalg.norm(movers, axis=1).max())
+        return float(np.linalg.norm(positions, axis=1).max()) > reach
 
     def run(self) -> np.ndarray:
         """Simulate the remaining frames; the (F, N, 3) float32 object-space positions."""
@@ -315,8 +376,8 @@ def simulate_world_positions(arrays: MeshArrays, settings: SimulationSettings,
     tests/test_addon_bake.py compares them with the core run directly."""
     run = FrameSimulation(arrays, settings, matrices, frames, colliders)
     world = np.empty((len(run.frames), arrays.vertex_count, 3))
-    world[0] = run.mss.vertex_positions()
+    world[0] = run.world_positions()
     while not run.done:
         run.step()
-        world[run.frames_done - 1] = run.mss.vertex_positions()
+        world[run.frames_done - 1] = run.world_positions()
     return world
