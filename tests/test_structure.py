@@ -1,6 +1,11 @@
 """Structure → system (mass_spring.structure) and the seeds' structures (mass_spring.presets),
 without Blender."""
+import ast
+import dataclasses
+import inspect
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,3 +278,36 @@ def test_bending_springs_are_added_only_with_a_stiffness_and_resist_folding():
     assert bent - plain == (~pinned).sum()  # links between two pins are left out
     assert drop_plain > 0.08
     assert drop_bent < 0.5 * drop_plain
+
+
+def documented_structure_call() -> ast.Call:
+    """The ``mass_spring.Structure(...)`` call that docs/architecture.md gives as its
+    signature."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    for block in re.findall(r"```python\n(.*?)```", doc, flags=re.S):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "mass_spring.Structure":
+                return node
+    raise AssertionError("docs/architecture.md gives no mass_spring.Structure(...) call")
+
+
+def test_the_documented_structure_signature_is_the_code_s():
+    """docs/architecture.md's Structure(...) names every parameter of the code in its
+    order, the ones without a default as positional, and defaults that make the same
+    Structure as the code's own (a doc's () is the code's empty pair array)."""
+    call = documented_structure_call()
+    parameters = inspect.signature(ms.Structure).parameters
+    documented = [a.id for a in call.args] + [k.arg for k in call.keywords]
+    assert documented == list(parameters)
+    required = [name for name, p in parameters.items() if p.default is inspect.Parameter.empty]
+    assert [a.id for a in call.args] == required
+    defaults = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    positions, edges = [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]], [[0, 1]]
+    as_documented = ms.Structure(positions, edges, **defaults)
+    as_coded = ms.Structure(positions, edges)
+    for field in dataclasses.fields(ms.Structure):
+        doc_value, code_value = getattr(as_documented, field.name), getattr(as_coded, field.name)
+        assert type(doc_value) is type(code_value), field.name
+        np.testing.assert_array_equal(np.asarray(doc_value), np.asarray(code_value),
+                                      err_msg=field.name)
+        assert np.shape(doc_value) == np.shape(code_value), field.name
