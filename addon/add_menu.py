@@ -82,17 +82,26 @@ def rigid_motion(structure) -> tuple[tuple, tuple]:
     its velocity in `structure`; ValueError if no rigid motion does."""
     if structure.velocities is None:
         return (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)
-    p, v = structure.positions, structure.velocities
-    # v_i = v0 + w x p_i = v0 - [p_i]x w: least squares for (v0, w).
+    # About the vertices' centre c, to 1e-9 of the largest speed plus what the positions'
+    # round-off (1e-14 of their distance from the origin, 45 ulp) makes of the spin: no
+    # absolute speed, size or place sets the test (test_add_menu.py,
+    # test_a_rigid_motion_is_found_at_any_place_size_and_speed).
+    centre = structure.positions.mean(axis=0)
+    p, v = structure.positions - centre, structure.velocities
+    # v_i = vc + w x p_i = vc - [p_i]x w: least squares for (vc, w).
     cross = np.zeros((len(p), 3, 3))
     cross[:, 0, 1], cross[:, 0, 2], cross[:, 1, 2] = p[:, 2], -p[:, 1], p[:, 0]
     cross[:, 1, 0], cross[:, 2, 0], cross[:, 2, 1] = -p[:, 2], p[:, 1], -p[:, 0]
     system = np.concatenate([np.tile(np.eye(3), (len(p), 1)), cross.reshape(-1, 3)], axis=1)
     solution = np.linalg.lstsq(system, v.ravel(), rcond=None)[0]
-    if np.abs(system @ solution - v.ravel()).max() > 1e-9 * (np.abs(v).max() + 1.0):
+    angular = solution[3:]
+    slack = (1e-9 * np.abs(v).max()
+             + 1e-14 * np.linalg.norm(angular) * np.abs(structure.positions).max())
+    if not np.abs(system @ solution - v.ravel()).max() <= slack:
         raise ValueError("the structure's initial velocities are not a rigid motion, which "
                          "is all the Mass–Spring panel can hold")
-    return tuple(solution[:3].tolist()), tuple(solution[3:].tolist())
+    linear = solution[:3] - np.cross(angular, centre)  # about the origin: v0 = vc - w x c
+    return tuple(linear.tolist()), tuple(angular.tolist())
 
 
 # Preset → (menu label, the redo panel's settings it uses, their defaults).
@@ -120,9 +129,47 @@ LABELS = {
     'CLOTH': dict(count="Columns", rows="Rows", size="Width"),
 }
 
+# The redo panel's valid values, by preset and setting: (least, most, unit). Counts start
+# where the preset's structure exists (a bridge needs a free column between its two pinned
+# ones, a cloth two vertices each way, a spinning top 5 masses: with fewer its
+# second-neighbour springs repeat the first-neighbour ones) and end at MAX_COUNT: a
+# 500 × 500 bridge or cloth, 250 000 vertices, is 15 times the 129 × 129 sheet of the bake
+# benchmark (docs/performance.md). Sizes stay a thousandth of the core's 1e9 m, and the
+# spinning top's rim speed (Spin × Radius) within its 1e9 m/s. Checked before anything is
+# built, in the panel's words, so every accepted value bakes (tests/test_add_menu.py,
+# test_values_out_of_range_are_refused_in_the_panel_s_words,
+# test_the_extreme_accepted_values_bake).
+MAX_COUNT = 500
+MAX_SIZE = 1.0e6
+MAX_SPIN = 1.0e3
+SIZE = (0.01, MAX_SIZE, " m")
+RANGES = {
+    'CHAIN': dict(count=(1, MAX_COUNT, ""), size=SIZE),
+    'PENDULUM': dict(size=SIZE),
+    'DOUBLE_PENDULUM': dict(size=SIZE),
+    'BRIDGE': dict(count=(3, MAX_COUNT, ""), rows=(1, MAX_COUNT, ""), size=SIZE),
+    'SPINNING_TOP': dict(count=(5, MAX_COUNT, ""), size=SIZE,
+                         spin=(-MAX_SPIN, MAX_SPIN, " rad/s")),
+    'CRANE': dict(count=(1, MAX_COUNT, "")),
+    'CLOTH': dict(count=(2, MAX_COUNT, ""), rows=(2, MAX_COUNT, ""), size=SIZE),
+}
+
+
+def check_values(preset: str, p: dict) -> None:
+    """ValueError naming the first of the panel's values `p` outside its range (RANGES),
+    by the name the panel shows it under, with the range."""
+    for name, (least, most, unit) in RANGES[preset].items():
+        value = p[name]
+        # The panel holds single precision: 0.01 arrives as 0.0099999998.
+        if not np.float32(least) <= value <= np.float32(most):
+            label = LABELS[preset].get(name, name.title())
+            raise ValueError(f"{label} must be from {least:g} to {most:g}{unit}, got {value:g}")
+
 
 def preset_structure(preset: str, p: dict):
-    """The ``mass_spring.Structure`` of `preset` with the redo panel's values `p`."""
+    """The ``mass_spring.Structure`` of `preset` with the redo panel's values `p`; values
+    out of range raise ValueError in the panel's words (check_values)."""
+    check_values(preset, p)
     presets = import_core().presets
     if preset == 'CHAIN':
         return presets.chain(n=p["count"], spacing=p["size"] / p["count"], angle=p["angle"],

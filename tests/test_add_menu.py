@@ -3,6 +3,8 @@ object at the 3D cursor that bakes in one call, pins staying put and rods keepin
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -74,17 +76,79 @@ def test_values_passed_by_a_script_win_over_the_preset_defaults():
     assert cloth.mass_spring.shear_stiffness == cloth.mass_spring.stiffness > 0
 
 
-def test_a_bad_value_is_reported_not_crashed():
+@pytest.mark.parametrize("preset, values, message", [
+    ("BRIDGE", dict(count=2), "Columns must be from 3 to 500, got 2"),
+    ("BRIDGE", dict(count=1), "Columns must be from 3 to 500, got 1"),
+    ("BRIDGE", dict(count=501), "Columns must be from 3 to 500, got 501"),
+    ("BRIDGE", dict(rows=501), "Rows must be from 1 to 500, got 501"),
+    ("BRIDGE", dict(size=2e6), "Span must be from 0.01 to 1e+06 m, got 2e+06"),
+    ("CLOTH", dict(count=1), "Columns must be from 2 to 500, got 1"),
+    ("CLOTH", dict(rows=1), "Rows must be from 2 to 500, got 1"),
+    ("CLOTH", dict(rows=100000), "Rows must be from 2 to 500, got 100000"),
+    ("CLOTH", dict(size=1e7), "Width must be from 0.01 to 1e+06 m, got 1e+07"),
+    ("CHAIN", dict(count=501), "Masses must be from 1 to 500, got 501"),
+    ("CHAIN", dict(size=1e10), "Length must be from 0.01 to 1e+06 m, got 1e+10"),
+    ("PENDULUM", dict(size=2e6), "Length must be from 0.01 to 1e+06 m, got 2e+06"),
+    ("DOUBLE_PENDULUM", dict(size=2e6), "Rod Length must be from 0.01 to 1e+06 m, got 2e+06"),
+    ("SPINNING_TOP", dict(count=4), "Masses must be from 5 to 500, got 4"),
+    ("SPINNING_TOP", dict(spin=-2000.0), "Spin must be from -1000 to 1000 rad/s, got -2000"),
+    ("SPINNING_TOP", dict(size=2e6), "Radius must be from 0.01 to 1e+06 m, got 2e+06"),
+    ("CRANE", dict(count=501), "Levels must be from 1 to 500, got 501"),
+])
+def test_values_out_of_range_are_refused_in_the_panel_s_words(preset, values, message):
+    """A value the preset can't make into a structure that bakes is refused before anything
+    is built, named as the redo panel names it (Columns, not the core's width), with its
+    range; nothing half-made is left behind."""
     bpy = require_bpy()
-    with pytest.raises(RuntimeError, match="bridge needs width >= 3"):
-        bpy.ops.object.mass_spring_add(preset="BRIDGE", count=2)
-    with pytest.raises(RuntimeError, match="bridge needs width >= 3"):
-        bpy.ops.object.mass_spring_add(preset="BRIDGE", count=1)
-    with pytest.raises(RuntimeError, match="cloth needs at least 2"):
-        bpy.ops.object.mass_spring_add(preset="CLOTH", count=1)
-    with pytest.raises(RuntimeError, match="spinning ring needs at least 5"):
-        bpy.ops.object.mass_spring_add(preset="SPINNING_TOP", count=4)
-    assert not bpy.context.scene.objects  # nothing half-made is left behind
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        bpy.ops.object.mass_spring_add(preset=preset, **values)
+    assert not bpy.context.scene.objects
+
+
+@pytest.mark.parametrize("preset, values", [
+    ("CHAIN", dict(count=1, size=0.01)),
+    ("CHAIN", dict(count=500, size=1e6)),
+    ("PENDULUM", dict(size=0.01)),
+    ("PENDULUM", dict(size=1e6)),
+    ("DOUBLE_PENDULUM", dict(size=0.01)),
+    ("DOUBLE_PENDULUM", dict(size=1e6)),
+    ("BRIDGE", dict(count=3, rows=1, size=0.01)),
+    ("BRIDGE", dict(count=3, rows=500, size=1e6)),
+    ("SPINNING_TOP", dict(count=5, size=0.01, spin=-1000.0)),
+    ("SPINNING_TOP", dict(count=500, size=1e6, spin=1000.0)),  # rim at the core's 1e9 m/s
+    ("CRANE", dict(count=1)),
+    ("CRANE", dict(count=500)),
+    ("CLOTH", dict(count=2, rows=2, size=0.01)),
+    ("CLOTH", dict(count=500, rows=2, size=1e6)),
+    pytest.param("BRIDGE", dict(count=500, rows=500, size=0.01), marks=pytest.mark.slow),
+    pytest.param("CLOTH", dict(count=500, rows=500, size=1e6), marks=pytest.mark.slow),
+])
+def test_the_extreme_accepted_values_bake(preset, values):
+    """The ends of every range the Add menu accepts make structures that bake."""
+    scene, obj = add(preset, **values)
+    scene.frame_end = 4
+    result = submodule("bake").bake_object(scene, obj)
+    assert np.isfinite(result.local_positions).all()
+    assert np.abs(result.local_positions[-1] - result.local_positions[0]).max() > 0
+
+
+def test_a_rigid_motion_is_found_at_any_place_size_and_speed():
+    """structure_object keeps a spin as the panel's velocity and angular velocity about
+    the object's origin, for a ring of any size anywhere (no absolute speed or distance
+    in the test), and still refuses a motion that is not rigid."""
+    from mass_spring import presets
+    add_menu = submodule("add_menu")
+    for scale, place in ((1.0, (0.0, 0.0, 0.0)), (5e-5, (0.0, 0.0, 0.0)),
+                         (1.0, (2e7, 0.0, 0.0)), (5e-5, (0.0, -3e4, 0.0))):
+        ring = presets.spinning_ring(radius=0.8 * scale, spin=6.0)
+        ring.positions = ring.positions + place  # spinning about its hub, now at `place`
+        linear, angular = add_menu.rigid_motion(ring)
+        assert angular == pytest.approx((0.0, 6.0, 0.0), rel=1e-6, abs=1e-9)
+        origin_speed = -np.cross(angular, place)  # the hub is still
+        np.testing.assert_allclose(linear, origin_speed, rtol=1e-6, atol=1e-9 * scale)
+        ring.velocities[0] *= 1.0 + 1e-4  # one vertex off the rigid motion
+        with pytest.raises(ValueError, match="not a rigid motion"):
+            add_menu.rigid_motion(ring)
 
 
 def test_the_menu_is_in_add_mesh():

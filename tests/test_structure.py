@@ -311,3 +311,53 @@ def test_the_documented_structure_signature_is_the_code_s():
         np.testing.assert_array_equal(np.asarray(doc_value), np.asarray(code_value),
                                       err_msg=field.name)
         assert np.shape(doc_value) == np.shape(code_value), field.name
+
+
+@pytest.mark.parametrize("make, values, message", [
+    (presets.bridge, dict(width=2), "bridge width must be a whole number of at least 3, got 2"),
+    (presets.bridge, dict(width=3.7), "bridge width must be a whole number of at least 3, got 3.7"),
+    (presets.bridge, dict(width="5"), "bridge width must be a whole number of at least 3, got '5'"),
+    (presets.bridge, dict(height=0), "bridge height must be a whole number of at least 1, got 0"),
+    (presets.bridge, dict(spacing=0.0), "bridge spacing must be positive and finite (metres), got 0.0"),
+    (presets.bridge, dict(spacing=-0.25), "bridge spacing must be positive"),
+    (presets.bridge, dict(spacing=math.nan), "bridge spacing must be positive"),
+    (presets.chain, dict(n=0), "chain n must be a whole number of at least 1, got 0"),
+    (presets.chain, dict(n=-1), "chain n must be a whole number of at least 1, got -1"),
+    (presets.chain, dict(spacing=0.0), "chain spacing must be positive"),
+    (presets.pendulum, dict(length=0.0), "pendulum length must be positive"),
+    (presets.double_pendulum, dict(lengths=(0.8, 0.0)), "double_pendulum lengths must be positive"),
+    (presets.spinning_ring, dict(n=4), "spinning_ring n must be a whole number of at least 5, got 4"),
+    (presets.spinning_ring, dict(radius=0.0), "spinning_ring radius must be positive"),
+    (presets.crane, dict(levels=0), "crane levels must be a whole number of at least 1, got 0"),
+    (presets.crane, dict(jib_segments=0), "crane jib_segments must be a whole number of at least 1"),
+    (presets.crane, dict(rope_segments=0), "crane rope_segments must be a whole number of at least 1"),
+    (presets.crane, dict(side=0.0), "crane side must be positive"),
+    (presets.cloth, dict(nx=2, ny=1), "cloth ny must be a whole number of at least 2, got 1"),
+    (presets.cloth, dict(nx=2.5), "cloth nx must be a whole number of at least 2, got 2.5"),
+    (presets.cloth, dict(spacing=0.0), "cloth spacing must be positive"),
+    (presets.cloth, dict(nx=3, pins=[9]), "cloth pins must be vertex indices from 0 to 8, got 9"),
+    (presets.cloth, dict(nx=3, pins=[-1]), "cloth pins must be vertex indices from 0 to 8, got -1"),
+])
+def test_presets_refuse_bad_counts_and_lengths_by_name(make, values, message):
+    """A count that is no whole number or below the structure's least, or a length that is
+    not positive, is refused before anything is built, naming the parameter and its range:
+    before, 3.7 columns became 3, a zero spacing made vertices the bake refuses, a crane
+    without jib segments divided by zero and pin -1 pinned the last vertex."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make(**values)
+
+
+@pytest.mark.parametrize("make, values", [
+    (presets.bridge, dict(width=3, height=1)),
+    (presets.bridge, dict(width=np.int64(3), height=1, pins="corners")),
+    (presets.chain, dict(n=1)),
+    (presets.spinning_ring, dict(n=5)),
+    (presets.crane, dict(levels=1, jib_segments=1, rope_segments=1)),
+    (presets.cloth, dict(nx=2, ny=2, pins=[0, 1])),
+])
+def test_the_least_structures_the_presets_accept_simulate(make, values):
+    mss = ms.build_system(make(**values))
+    before = mss.vertex_positions()
+    mss.simulate(0.25, 6)
+    after = mss.vertex_positions()
+    assert np.isfinite(after).all() and np.abs(after - before).max() > 0

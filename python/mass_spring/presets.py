@@ -8,11 +8,14 @@ origin); scripts/scenes.py turns one into a Blender mesh, the add-on's Add menu 
     import mass_spring as ms
     system = ms.build_system(ms.presets.chain(n=10))
 
-Angles are in degrees from straight down.
+Angles are in degrees from straight down. Counts and lengths are checked before anything
+is built: a count that is no whole number or below the structure's least, or a length that
+is not positive and finite, raises ValueError naming the parameter and its valid range.
 """
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -23,6 +26,33 @@ def polar_xz(length: float, angle_deg: float, origin=(0.0, 0.0, 0.0)) -> tuple:
     """The point `length` from `origin`, `angle_deg` from straight down, in the XZ plane."""
     a = math.radians(angle_deg)
     return (origin[0] + length * math.sin(a), origin[1], origin[2] - length * math.cos(a))
+
+
+def _count(preset: str, name: str, value, least: int) -> int:
+    """`value` as a whole number of at least `least`; ValueError naming `preset`'s parameter
+    `name` otherwise (no silent rounding: 3.7 columns are no bridge)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < least:
+        raise ValueError(f"{preset} {name} must be a whole number of at least {least}, "
+                         f"got {value!r}")
+    return number
+
+
+def _length(preset: str, name: str, value) -> float:
+    """`value` as a positive finite length (m); ValueError naming the parameter otherwise
+    (a zero spacing puts vertices on each other, which no spring can pull apart)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{preset} {name} must be positive and finite (metres), got {value!r}")
+    return number
 
 
 def _marks(edges, marked) -> np.ndarray:
@@ -36,8 +66,9 @@ def chain(n=10, spacing=0.2, angle=0.0, mass=0.05, stiffness=400.0, damping=0.0)
 
     Vertex 0 is the pin at the origin, vertices 1..n the masses, `spacing` apart (the
     springs' rest length), in a straight line `angle` degrees from straight down. Every
-    vertex weighs `mass`.
+    vertex weighs `mass`. n >= 1.
     """
+    n, spacing = _count("chain", "n", n, 1), _length("chain", "spacing", spacing)
     positions = [polar_xz(i * spacing, angle) for i in range(n + 1)]
     return Structure(positions=positions, edges=[(i, i + 1) for i in range(n)],
                      pinned=np.arange(n + 1) == 0, total_mass=mass * (n + 1),
@@ -46,12 +77,15 @@ def chain(n=10, spacing=0.2, angle=0.0, mass=0.05, stiffness=400.0, damping=0.0)
 
 def pendulum(length=1.5, angle=90.0, mass=1.0) -> Structure:
     """One rod from a pin at the origin to a mass `angle` degrees from straight down."""
+    _length("pendulum", "length", length)
     return Structure(positions=[(0.0, 0.0, 0.0), polar_xz(length, angle)], edges=[(0, 1)],
                      pinned=[True, False], rigid=[True], total_mass=2.0 * mass)
 
 
 def double_pendulum(lengths=(0.8, 0.8), angles=(120.0, 150.0), mass=1.0) -> Structure:
     """Two rods in series from a pin at the origin: chaotic motion."""
+    for rod in lengths:
+        _length("double_pendulum", "lengths", rod)
     p1 = polar_xz(lengths[0], angles[0])
     p2 = polar_xz(lengths[1], angles[1], origin=p1)
     return Structure(positions=[(0.0, 0.0, 0.0), p1, p2], edges=[(0, 1), (1, 2)],
@@ -68,9 +102,8 @@ def bridge(width=13, height=2, spacing=0.25, cross=True, mass=0.05, stiffness=30
     the seeds' braced bridge). Edges between two pins are left out of the lattice: they
     would move nothing.
     """
-    W, H = int(width), int(height)
-    if W < 3 or H < 1:
-        raise ValueError("bridge needs width >= 3 and height >= 1")
+    W, H = _count("bridge", "width", width, 3), _count("bridge", "height", height, 1)
+    spacing = _length("bridge", "spacing", spacing)
     if pins not in ("ends", "corners"):
         raise ValueError(f"bridge pins: expected 'ends' or 'corners', got {pins!r}")
 
@@ -107,9 +140,9 @@ def spinning_ring(n=16, radius=0.8, spin=6.0, hub=True, mass=0.05, stiffness=800
     With `hub`, a pinned centre vertex (the last one) holds the ring by spoke springs, like
     a wheel on an axle; without it the ring flies free (simulate it without gravity).
     """
-    if n < 5:
-        raise ValueError(f"spinning ring needs at least 5 masses (with fewer its second-"
-                         f"neighbour springs repeat its first-neighbour ones), got {n}")
+    # With fewer than 5 masses the second-neighbour springs repeat the first-neighbour ones.
+    n = _count("spinning_ring", "n", n, 5)
+    radius = _length("spinning_ring", "radius", radius)
     positions = [(radius * math.cos(2 * math.pi * i / n), 0.0,
                   radius * math.sin(2 * math.pi * i / n)) for i in range(n)]
     edges = [(i, (i + 1) % n) for i in range(n)]
@@ -135,6 +168,13 @@ def crane(levels=6, level_height=0.45, side=0.4, jib_segments=5, jib_spacing=0.4
     The tower stands on the origin; its four base vertices are pinned. Every vertex weighs
     `mass`, the load (the last vertex) `load_mass`.
     """
+    levels = _count("crane", "levels", levels, 1)
+    jib_segments = _count("crane", "jib_segments", jib_segments, 1)
+    rope_segments = _count("crane", "rope_segments", rope_segments, 1)
+    for name, value in (("level_height", level_height), ("side", side),
+                        ("jib_spacing", jib_spacing), ("jib_height", jib_height),
+                        ("rope_length", rope_length)):
+        _length("crane", name, value)
     a, h = side / 2.0, level_height
     verts, edges, rigid, rope = [], [], [], []
 
@@ -217,9 +257,9 @@ def cloth(nx=5, ny=None, spacing=0.25, plane="XY", pins=(), total_mass=1.0,
     its diagonals are the shear pairs, and the bending pairs join every vertex's two
     neighbours along a grid line. `pins` are vertex indices.
     """
-    ny = nx if ny is None else ny
-    if nx < 2 or ny < 2:
-        raise ValueError(f"cloth needs at least 2 × 2 vertices, got {nx} × {ny}")
+    nx = _count("cloth", "nx", nx, 2)
+    ny = nx if ny is None else _count("cloth", "ny", ny, 2)
+    spacing = _length("cloth", "spacing", spacing)
     if plane not in ("XY", "XZ"):
         raise ValueError(f"cloth plane: expected 'XY' or 'XZ', got {plane!r}")
     j, i = np.divmod(np.arange(nx * ny), nx)
@@ -231,8 +271,13 @@ def cloth(nx=5, ny=None, spacing=0.25, plane="XY", pins=(), total_mass=1.0,
                        np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()])])
     a = idx[:-1, :-1].ravel()
     faces = np.column_stack([a, a + 1, a + nx + 1, a + nx])
+    pins = np.asarray(pins, dtype=np.int64).ravel()
+    outside = pins[(pins < 0) | (pins >= nx * ny)]
+    if outside.size:
+        raise ValueError(f"cloth pins must be vertex indices from 0 to {nx * ny - 1}, got "
+                         f"{int(outside[0])}")
     pinned = np.zeros(nx * ny, dtype=bool)
-    pinned[np.asarray(pins, dtype=np.int64)] = True
+    pinned[pins] = True
     return Structure(positions=positions, edges=edges, faces=faces, pinned=pinned,
                      total_mass=total_mass, stiffness=stiffness, damping=damping,
                      shear_pairs=quad_diagonals(faces), shear_stiffness=shear_stiffness,
