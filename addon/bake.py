@@ -23,6 +23,7 @@ import numpy as np
 from . import colliders, forces, writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
+from .properties import MAX_FRAME
 from .simulation import (FrameSimulation, SimulationSettings, simulate_world_positions,
                          transform_points)
 
@@ -164,10 +165,64 @@ def pc2_paths(obj) -> tuple[str, str]:
         raise BakeError(
             f"the PC2 file '{stored}' is relative to the .blend, which has not been saved yet: "
             "save the .blend first or choose an absolute path")
-    absolute = bpy.path.abspath(stored)
-    if absolute.endswith(("/", "\\")):
+    absolute = os.path.normpath(bpy.path.abspath(stored))
+    if stored.endswith(("/", "\\")) or os.path.isdir(absolute):
         raise BakeError(f"the PC2 file '{stored}' is a folder: add a file name")
     return stored, absolute
+
+
+def check_pc2_target(obj, stored: str, absolute: str) -> None:
+    """Refuse a PC2 file whose replacement would lose data: the open .blend, an existing
+    file that is not a PC2 cache (a texture, another .blend), or the cache another object
+    plays (tests/test_addon_safety.py)."""
+    where = f"'{obj.name}': the PC2 file '{stored}'"
+    if os.path.exists(absolute):
+        if bpy.data.filepath and _same_file(absolute, bpy.path.abspath(bpy.data.filepath)):
+            raise BakeError(f"{where} is the open .blend itself: choose another PC2 File")
+        if not writers.is_pc2_file(absolute):
+            raise BakeError(
+                f"{where} ({absolute}) exists and is not a PC2 cache, so the bake would destroy "
+                "it: choose another PC2 File, or delete that file first if it is not needed")
+    for other in pc2_users(absolute):
+        if other != obj:
+            raise BakeError(
+                f"{where} is also the cache of '{other.name}', which would then play this "
+                f"object's motion: choose another PC2 File for one of them (or Free Bake "
+                f"'{other.name}' and remove its Mesh Cache modifier)")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+
+
+def pc2_users(absolute: str) -> list:
+    """The objects whose bake record or Mesh Cache modifier names the file `absolute`."""
+    users = []
+    for other in bpy.data.objects:
+        record = writers.bake_record(other) or {}
+        paths = [record.get("filepath")] if record.get("output") == "PC2" else []
+        paths += [m.filepath for m in other.modifiers if m.type == 'MESH_CACHE']
+        if any(p and _same_file(bpy.path.abspath(p, library=other.library), absolute) for p in paths):
+            users.append(other)
+    return users
+
+
+def check_distinct_pc2_files(jobs) -> None:
+    """Objects baked together must write different PC2 files (tests/test_addon_safety.py)."""
+    owners = {}
+    for job in jobs:
+        if job.output != 'PC2':
+            continue
+        stored, absolute = pc2_paths(job.obj)
+        key = os.path.normcase(absolute)
+        if key in owners:
+            raise BakeError(
+                f"'{owners[key]}' and '{job.object_name}' would both bake into the PC2 file "
+                f"'{stored}': give each object its own PC2 File")
+        owners[key] = job.object_name
 
 
 def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
@@ -205,12 +260,17 @@ def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
                 "the mesh: make it single user (Object ▸ Relations ▸ Make Single User ▸ Object "
                 "& Data) or choose PC2 output")
     else:
-        pc2_paths(obj)
+        check_pc2_target(obj, *pc2_paths(obj))
     if scene.frame_end < scene.frame_start and settings.use_scene_frame_range:
         raise BakeError("the scene's frame range is empty")
+    render = scene.render
+    if render.frame_map_old != render.frame_map_new:
+        raise BakeError(
+            f"the scene's Time Stretching ({render.frame_map_old} → {render.frame_map_new}, "
+            "Output Properties ▸ Frame Range) would play the baked frames at other times than "
+            "they were simulated for: set Old and New to the same value to bake")
     start, end = frame_range(scene, obj, overrides)
-    if end <= start:
-        raise BakeError(f"the frame range {start}–{end} needs at least two frames (end after start)")
+    check_frame_range(start, end, len(obj.data.vertices))
 
     warnings = []
     ours_modifier = record.get("modifier") if record.get("output") == "PC2" else None
@@ -220,6 +280,39 @@ def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
                 f"modifier '{modifier.name}' ({modifier.type.replace('_', ' ').title()}) moves the "
                 "vertices on top of the bake: disable it if the bake should be the only motion")
     return warnings
+
+
+def check_frame_range(start: int, end: int, vertex_count: int) -> None:
+    """Refuse a frame range outside Blender's frames, or whose positions (float32, held
+    until they are written) would not fit in the memory this machine has free
+    (tests/test_addon_safety.py)."""
+    if not (-MAX_FRAME <= start <= MAX_FRAME and -MAX_FRAME <= end <= MAX_FRAME):
+        raise BakeError(f"the frame range {start}–{end} is outside Blender's frames "
+                        f"(±{MAX_FRAME}): set Start and End within them")
+    if end <= start:
+        raise BakeError(f"the frame range {start}–{end} needs at least two frames (end after start)")
+    needed = (end - start + 1) * max(vertex_count, 1) * 3 * 4
+    free = available_memory()
+    if free is not None and needed > 0.8 * free:
+        raise BakeError(
+            f"{end - start + 1} frames of {vertex_count} vertices need {needed / 2**30:.1f} GiB "
+            f"of memory while this machine has {free / 2**30:.1f} GiB free: bake fewer frames "
+            "(Start and End), or in several parts")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory free for new allocations (Linux: MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def transform_is_static(obj) -> bool:
@@ -252,6 +345,7 @@ class BakeJob:
         start, end = frame_range(scene, obj, overrides)
         self.frames = np.arange(start, end + 1)
         stored = BakeSettings(obj, overrides)
+        self.stored_settings = stored
         self.output = stored.output
         self._frame_before = (scene.frame_current, scene.frame_subframe)
         self._matrices = []
@@ -398,6 +492,7 @@ class BakeJob:
         staged = {}
         if self.output == 'PC2':
             stored, pc2_file = pc2_paths(obj)
+            check_pc2_target(obj, stored, pc2_file)  # again: files may change while it runs
             try:
                 part = writers.stage_pc2(pc2_file, int(self.frames[0]), self.simulation.local_positions)
             except OSError as ex:
@@ -414,30 +509,16 @@ class BakeJob:
 
     def finish(self) -> BakeResult:
         """Replace any previous bake by this one. Nothing half-written on failure."""
-        if not self.simulated:
-            raise RuntimeError("finish() before the simulation is complete")
-        if self.finished:
-            raise RuntimeError("finish() called twice")
-        begin = time.perf_counter()
-        try:
-            self.stage()
-        except BaseException:
-            self.discard()
-            raise
+        return finish_all([self])[0]
+
+    def _write(self, begin: float) -> BakeResult:
+        """Write the bake into the .blend (its PC2 file is already in place)."""
         obj = self.obj
         local = self.simulation.local_positions
-        pc2_file = self._staged.get("file", "")
-        if self.output == 'PC2':
-            stored = self._staged["stored"]
-            try:
-                os.replace(self._staged["part"], pc2_file)
-            except OSError as ex:
-                self.discard()
-                raise BakeError(f"'{obj.name}': could not write the PC2 file {pc2_file}: {ex}") from ex
         previous = writers.free_bake(obj)
         try:
             if self.output == 'PC2':
-                record = writers.add_mesh_cache(obj, stored, int(self.frames[0]))
+                record = writers.add_mesh_cache(obj, self._staged["stored"], int(self.frames[0]))
             else:
                 record = writers.write_shape_keys(obj, self.frames, local)
         except Exception as ex:
@@ -464,15 +545,23 @@ class BakeJob:
             write_seconds=time.perf_counter() - begin,
             local_positions=local,
             warnings=list(self.warnings),
-            pc2_file=pc2_file,
+            pc2_file=self._staged.get("file", ""),
             report=list(self.simulation.report),
             simulation_inputs=(self.arrays, self.settings, self.simulation.matrices, self.frames,
                                self.collider_frames),
         )
 
-
     def _write_forces(self) -> dict:
-        """The forces of the bake on the mesh (forces.py), shown if the panel says so."""
+        """The forces of the bake on the mesh (forces.py), shown if the panel says so.
+        None on a mesh other objects share: its attributes would be theirs too, so one
+        object's bake would replace the other's forces (tests/test_addon_safety.py)."""
+        others = len(forces.mesh_users(self.obj)) - 1
+        if others:
+            self.warnings.append(
+                f"'{self.object_name}': the forces were not stored because mesh "
+                f"'{self.obj.data.name}' is shared with {others} other object(s): make it single "
+                "user (Object ▸ Relations ▸ Make Single User ▸ Object & Data) to see them")
+            return {"attributes": [], "modifier": ""}
         sim = self.simulation
         data = forces.force_data(self.arrays, self.settings.stiffness, sim.structure.spring_edges(),
                                  sim.structure.rod_edges(), sim.world_start,
@@ -530,21 +619,50 @@ def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: floa
     apply to every object, as in bake_object.
     """
     jobs = [BakeJob(scene, o, overrides) for o in enabled_objects(scene)]
+    check_distinct_pc2_files(jobs)
     for job in jobs:
         run_job(job, progress=progress, should_cancel=should_cancel, budget_seconds=budget_seconds)
     return finish_all(jobs)
 
 
 def finish_all(jobs: list[BakeJob]) -> list[BakeResult]:
-    """Write the bakes of simulated `jobs`, all or none as far as files go: every job is
-    checked and its PC2 file written under a temporary name before any replaces a previous
-    bake (tests/test_addon_bake.py). A failure while writing inside the .blend (shape keys)
-    after that still leaves the objects before it baked."""
+    """Write the bakes of simulated `jobs`, all or nothing as far as files go: every job is
+    checked and its PC2 file written under a temporary name before any replaces a file,
+    and if writing any bake fails, every PC2 file is put back byte for byte and the bakes
+    already written in the .blend are removed again (tests/test_addon_safety.py)."""
+    for job in jobs:
+        if not job.simulated:
+            raise RuntimeError("finish() before the simulation is complete")
+        if job.finished:
+            raise RuntimeError("finish() called twice")
+    begin = time.perf_counter()
     try:
+        check_distinct_pc2_files(jobs)
         for job in jobs:
             job.stage()
     except BaseException:
         for job in jobs:
             job.discard()
         raise
-    return [job.finish() for job in jobs]
+    swap = writers.FileSwap()
+    results = []
+    try:
+        for job in jobs:
+            if job.output == 'PC2':
+                try:
+                    swap.put(job._staged["part"], job._staged["file"])
+                except OSError as ex:
+                    raise BakeError(f"'{job.object_name}': could not write the PC2 file "
+                                    f"{job._staged['file']}: {ex}") from ex
+        for job in jobs:
+            results.append(job._write(begin))
+    except BaseException:
+        swap.roll_back()
+        for job, _ in zip(jobs, results):
+            writers.free_bake(job.obj)
+            job.finished = False
+        for job in jobs:
+            job.discard()
+        raise
+    swap.commit()
+    return results

@@ -9,7 +9,8 @@ for the ``bpy`` module and ``blender --python``, adding rendering and the demo s
 
 Progress goes to stderr. Exit code 0 on success; on failure 1 (the bake failed, e.g. the
 simulation diverged), 2 (bad input: missing file, no such object, not a mesh, bad option)
-or 130 (interrupted), with one line saying what went wrong.
+or 130 (interrupted: Ctrl-C, or SIGTERM as sent by `timeout` and render-farm managers),
+with one line saying what went wrong. An interrupted or failed bake changes no file.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ import bpy
 
 from . import bake
 from .errors import BakeCancelled, BakeError
-from .properties import INTEGRATOR_ITEMS
+from .properties import INTEGRATOR_ITEMS, MAX_FRAME
 
 COMMAND = "mass_spring_bake"
 INTEGRATOR_NAMES = tuple(identifier.lower() for identifier, *_ in INTEGRATOR_ITEMS)
-EXIT_CODES_TEXT = "Exit codes: 0 ok, 1 bake failed, 2 bad input, 130 interrupted."
+EXIT_CODES_TEXT = "Exit codes: 0 ok, 1 bake failed, 2 bad input, 130 interrupted (SIGINT or SIGTERM)."
 INTERRUPTED = 130
 REPORT_COLUMNS = ("object", "frame", "substeps", "newton_iterations", "linear_iterations",
                   "energy", "max_constraint_error", "ms")
@@ -121,9 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# Blender's own limit on frame numbers (MAXFRAME), and a bound on substeps far beyond any
-# useful bake that keeps a typo from running for days (tests/test_addon_cli.py).
-MAX_FRAME = 1048574
+# A bound on substeps far beyond any useful bake that keeps a typo from running for days
+# (tests/test_addon_cli.py); frames are bounded by properties.MAX_FRAME.
 MAX_SUBSTEPS = 10000
 
 
@@ -172,17 +172,26 @@ def execute(argv: list[str]) -> int:
 
 
 def report_errors(prog: str, run) -> int:
-    """Call `run()`; turn a failure into one line on stderr and its exit code."""
+    """Call `run()`; turn any failure into one line on stderr and its exit code (a
+    traceback too only when MASS_SPRING_TRACEBACK is set: for bug reports)."""
     try:
         run()
     except (CommandError, BakeFailed) as ex:
-        print(f"{prog}: error: {one_line(ex)}", file=sys.stderr, flush=True)
-        return ex.exit_code
+        message, code = one_line(ex), ex.exit_code
     except KeyboardInterrupt:
-        print(f"{prog}: error: interrupted, nothing was baked for the current object",
-              file=sys.stderr, flush=True)
-        return INTERRUPTED
-    return 0
+        message, code = "interrupted, nothing was baked or saved", INTERRUPTED
+    except (BakeError, OSError, MemoryError, RuntimeError) as ex:
+        message, code = f"bake failed: {one_line(ex)}", BakeFailed.exit_code
+    except Exception as ex:
+        message = f"unexpected {ex.__class__.__name__}: {one_line(ex)} (please report it)"
+        code = BakeFailed.exit_code
+    else:
+        return 0
+    if os.environ.get("MASS_SPRING_TRACEBACK"):
+        import traceback
+        traceback.print_exc()
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    return code
 
 
 def bake_file(args) -> None:
@@ -289,33 +298,76 @@ def baked_frame_span(scene, objects, args) -> tuple[int, int]:
 
 def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
     """Bake `objects` with args' overrides and save the scene as `output`.
-    `before_save(scene)` runs after a successful bake. A failed bake leaves no new file."""
+    `before_save(scene)` runs after a successful bake. A failed or interrupted bake (Ctrl-C,
+    SIGTERM) changes no file and leaves none behind (tests/test_addon_safety.py)."""
     overrides = {obj.name: bake_overrides(scene, obj, args) for obj in objects}
     # Before simulating, not after: a bake that cannot be saved should not run first.
     require_writable(output, "the baked .blend")
     if args.report:
         require_writable(os.path.abspath(args.report), "--report")
     existed = os.path.exists(output)
-    # PC2 paths are relative to the .blend ("//"), so the scene must live in the output's
-    # folder before the bake writes them; it is saved there under a temporary name, so
-    # that the output (with --in-place, the input) stays byte-identical unless the whole
-    # bake succeeds (tests/test_addon_cli.py).
-    staging = None
-    if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
-        folder, name = os.path.split(output)
-        staging = os.path.join(folder, f".{name}.{os.getpid()}.baking.blend")
-        save_blend(staging, keep_backup=False)
-    try:
-        results = bake_objects(scene, objects, overrides, args.quiet)
-        if args.report:
-            write_report(args.report, results)
-    finally:
-        if staging is not None and os.path.exists(staging):
-            os.remove(staging)
-    if before_save is not None:
-        before_save(scene)
-    save_blend(output, keep_backup=existed)
+    with _Interrupt() as interrupt:
+        remove_abandoned_staging(output)
+        # PC2 paths are relative to the .blend ("//"), so the scene must live in the
+        # output's folder before the bake writes them; it is saved there under a
+        # temporary name, so that the output (with --in-place, the input) stays
+        # byte-identical unless the whole bake succeeds (tests/test_addon_cli.py).
+        staging = None
+        try:
+            if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
+                staging = staging_path(output)
+                save_blend(staging, keep_backup=False)
+            results = bake_objects(scene, objects, overrides, output, interrupt, args.quiet)
+            if args.report:
+                write_report(args.report, results)
+        finally:
+            if staging is not None and os.path.exists(staging):
+                os.remove(staging)
+        interrupt.check()
+        if before_save is not None:
+            before_save(scene)
+        interrupt.check()
+        save_blend(output, keep_backup=existed)
     say(f"saved {output}")
+
+
+STAGING_PATTERN = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.baking\.blend$")
+
+
+def staging_path(output: str) -> str:
+    """The hidden name the scene is saved under beside `output` while it bakes."""
+    folder, name = os.path.split(output)
+    return os.path.join(folder, f".{name}.{os.getpid()}.baking.blend")
+
+
+def remove_abandoned_staging(output: str) -> None:
+    """Remove staging files of `output` left by a run that was killed outright (SIGKILL,
+    power loss: nothing can clean up after those), i.e. whose process is gone."""
+    folder, name = os.path.split(output)
+    try:
+        entries = os.listdir(folder or ".")
+    except OSError:
+        return
+    for entry in entries:
+        match = STAGING_PATTERN.match(entry)
+        if match is None or match["name"] != name or process_alive(int(match["pid"])):
+            continue
+        try:
+            os.remove(os.path.join(folder, entry))
+        except OSError:
+            pass
+
+
+def process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True  # someone else's process, or unknown: leave its file alone
+    return True
 
 
 def require_writable(path: str, what: str) -> None:
@@ -333,12 +385,23 @@ def require_writable(path: str, what: str) -> None:
         raise CommandError(f"cannot write {what} {path}: permission denied")
 
 
-def bake_objects(scene, objects, overrides: dict, quiet: bool = False) -> list:
-    """Bake each object with its overrides ({object name: dict}); Ctrl-C cancels cleanly.
-    Every object is simulated before any bake is written, so that a failing object leaves
-    the others' previous bakes (and PC2 files) as they were. The BakeResults."""
-    with _Interrupt() as interrupt:
-        jobs = [_simulate_one(scene, obj, overrides[obj.name], quiet, interrupt) for obj in objects]
+def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet: bool = False) -> list:
+    """Bake each object with its overrides ({object name: dict}); `interrupt` (an active
+    _Interrupt) cancels cleanly. Every object is checked before the first is simulated,
+    and simulated before any bake is written, so that a failing object leaves the others'
+    previous bakes (and PC2 files) as they were. The BakeResults."""
+    jobs = [_new_job(scene, obj, overrides[obj.name]) for obj in objects]
+    try:
+        bake.check_distinct_pc2_files(jobs)
+        for job in jobs:
+            if job.output == 'PC2' and bake._same_file(bake.pc2_paths(job.obj)[1], output):
+                raise CommandError(f"{job.object_name!r}: its PC2 file is the output .blend "
+                                   f"{output}: choose another PC2 File or --output")
+    except BakeError as ex:
+        raise CommandError(one_line(ex)) from None
+    for job in jobs:
+        _simulate_one(job, quiet, interrupt)
+    interrupt.check()
     try:
         results = bake.finish_all(jobs)
     except BakeError as ex:
@@ -375,39 +438,51 @@ def write_report(path: str, results) -> None:
     say(f"wrote the bake report {path}")
 
 
-def _simulate_one(scene, obj, overrides: dict, quiet: bool, interrupt):
-    """The simulated BakeJob of `obj` (nothing written yet)."""
-    settings = bake.BakeSettings(obj, overrides)
-    start, end = bake.frame_range(scene, obj, overrides)
+def _new_job(scene, obj, overrides: dict):
+    """The BakeJob of `obj`: everything checked, nothing simulated yet."""
+    try:
+        return bake.BakeJob(scene, obj, overrides)
+    except BakeError as ex:
+        raise BakeFailed(f"bake failed: {_named(obj.name, ex)}") from None
+
+
+def _named(name: str, ex) -> str:
+    message = one_line(ex)
+    return message if message.startswith(f"'{name}'") else f"'{name}': {message}"
+
+
+def _simulate_one(job, quiet: bool, interrupt) -> None:
+    """Simulate `job` to its end (nothing written yet)."""
+    obj, settings = job.obj, job.stored_settings
+    start, end = int(job.frames[0]), int(job.frames[-1])
     say(f"{obj.name}: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
         f"frames {start}..{end}, {settings.integrator.lower()}, {settings.substeps} substeps")
     progress = Progress(obj.name, quiet)
     t0 = time.perf_counter()
     try:
-        job = bake.BakeJob(scene, obj, overrides)
         bake.run_job(job, progress=progress, should_cancel=lambda: interrupt.requested)
     except BakeCancelled:
         raise KeyboardInterrupt from None
     except BakeError as ex:
-        message = one_line(ex)
-        if not message.startswith(f"'{obj.name}'"):
-            message = f"'{obj.name}': {message}"
-        raise BakeFailed(f"bake failed: {message}") from None
+        raise BakeFailed(f"bake failed: {_named(obj.name, ex)}") from None
     steps = bake.report_totals(job.simulation.report)["substeps"]
     dt = time.perf_counter() - t0
     say(f"{obj.name}: simulated {end - start + 1} frames in {dt:.2f} s "
         f"({steps / max(dt, 1e-9):,.0f} steps/s)")
-    return job
 
 
 def save_blend(path: str, *, keep_backup: bool = True) -> None:
     """Save as `path`. Blender keeps the previous file as `path`1; `keep_backup=False`
-    removes that backup when this run made it (saving over our own PC2-mode pre-save)."""
+    removes that backup when this run made it (saving over our own PC2-mode pre-save).
+    BakeFailed if it can't be saved (a full disk, a folder that refuses writes)."""
     path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     backup = path + "1"
     had_backup = os.path.exists(backup)
-    bpy.ops.wm.save_as_mainfile(filepath=path, check_existing=False)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        bpy.ops.wm.save_as_mainfile(filepath=path, check_existing=False)
+    except (OSError, RuntimeError) as ex:
+        raise BakeFailed(f"could not save {path}: {one_line(ex)}") from None
     if not keep_backup and not had_backup and os.path.exists(backup):
         os.remove(backup)
 
@@ -456,23 +531,34 @@ def _seconds(s: float) -> str:
 
 
 class _Interrupt:
-    """While active, Ctrl-C asks the running bake to cancel cleanly (the core does not see
-    Python signals); the previous handler is put back afterwards."""
+    """While active, Ctrl-C (SIGINT) and SIGTERM (what `timeout`, `kill` and render-farm
+    managers send) ask the running bake to cancel cleanly: the core does not see Python
+    signals, and Python's default for SIGTERM ends the process without cleaning up. The
+    previous handlers are put back afterwards (tests/test_addon_safety.py)."""
+
+    SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
 
     def __init__(self):
         self.requested = False
-        self._previous = None
+        self._previous = {}
 
     def __call__(self, *_):
         self.requested = True
 
+    def check(self) -> None:
+        """KeyboardInterrupt if a signal came: at the points where stopping is clean."""
+        if self.requested:
+            raise KeyboardInterrupt
+
     def __enter__(self):
-        try:
-            self._previous = signal.signal(signal.SIGINT, self)
-        except ValueError:  # not the main thread
-            self._previous = None
+        for number in self.SIGNALS:
+            try:
+                self._previous[number] = signal.signal(number, self)
+            except ValueError:  # not the main thread
+                pass
         return self
 
     def __exit__(self, *_):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for number, previous in self._previous.items():
+            signal.signal(number, previous if previous is not None else signal.SIG_DFL)
+        self._previous = {}

@@ -133,16 +133,35 @@ def _edge_attribute(mesh, name, kind, values, record) -> None:
 
 
 def remove(obj, record: dict) -> None:
-    """Undo `write` (and `show`): what a bake record's "forces" part lists."""
+    """Undo `write` (and `show`): what a bake record's "forces" part lists. The mesh's
+    attributes stay while another object sharing the mesh still shows them (a linked
+    duplicate made after the bake: tests/test_addon_safety.py); the node group goes
+    with its last user."""
     hide(obj)
     modifier = obj.modifiers.get(record.get("modifier", ""))
     if modifier is not None and modifier.type == 'NODES':
         obj.modifiers.remove(modifier)
-    attributes = obj.data.attributes
-    for name in record.get("attributes", []):
-        attribute = attributes.get(name)
-        if attribute is not None:
-            attributes.remove(attribute)
+        obj.update_tag()
+    if not any(has_data(other) for other in mesh_users(obj) if other != obj):
+        attributes = obj.data.attributes
+        for name in record.get("attributes", []):
+            attribute = attributes.get(name)
+            if attribute is not None:
+                attributes.remove(attribute)
+    _remove_if_unused(bpy.data.node_groups, DATA_GROUP)
+
+
+def mesh_users(obj) -> list:
+    """The objects whose data is `obj`'s mesh (linked duplicates share one)."""
+    return [other for other in bpy.data.objects if other.data == obj.data]
+
+
+def _remove_if_unused(collection, name: str) -> None:
+    """Remove the data-block `name` of `collection` if nothing refers to it (user counts
+    lag behind a removed modifier's inputs, so ask who refers to it)."""
+    block = collection.get(name)
+    if block is not None and not block.use_fake_user and not bpy.data.user_map(subset=[block])[block]:
+        collection.remove(block)
 
 
 def has_data(obj) -> bool:
@@ -209,12 +228,10 @@ def hide(obj) -> None:
     if modifier is not None:
         obj.modifiers.remove(modifier)
         obj.update_tag()
-    _restore_colours(obj.data)
-    # (user counts lag behind a removed modifier's inputs: ask who refers to them)
+    if not any(shown(other) for other in mesh_users(obj) if other != obj):
+        _restore_colours(obj.data)
     for collection, name in ((bpy.data.node_groups, DISPLAY_GROUP), (bpy.data.materials, MATERIAL)):
-        block = collection.get(name)
-        if block is not None and not block.use_fake_user and not bpy.data.user_map(subset=[block])[block]:
-            collection.remove(block)
+        _remove_if_unused(collection, name)
 
 
 # ------------------------------------------------------------------------- modifiers

@@ -26,6 +26,11 @@ def _blend_relative_path_options() -> dict:
 
 _BLEND_RELATIVE = _blend_relative_path_options()
 
+# Blender's own limit on frame numbers (MAXFRAME): the one bound on baked frames, for the
+# settings, the headless options and the bake's check of files saved before it existed
+# (tests/test_addon_safety.py).
+MAX_FRAME = 1048574
+
 
 def _integrator_items() -> list:
     """The core's integrator table (mass_spring.INTEGRATOR_INFO) as enum items. The
@@ -172,12 +177,12 @@ class MassSpringSettings(bpy.types.PropertyGroup):
     frame_start: IntProperty(
         name="Start",
         description="First baked frame: the mesh as modelled is the state at this frame",
-        default=1,
+        default=1, min=-MAX_FRAME, max=MAX_FRAME,
     )
     frame_end: IntProperty(
         name="End",
         description="Last baked frame",
-        default=250,
+        default=250, min=-MAX_FRAME, max=MAX_FRAME,
     )
     output: EnumProperty(
         name="Output",

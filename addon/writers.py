@@ -27,7 +27,9 @@ Free Bake removes exactly that and nothing the user made.
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import struct
 
 import bpy
@@ -169,16 +171,16 @@ def write_pc2(filepath: str, start_frame: float, local_positions: np.ndarray, sa
 
 def stage_pc2(filepath: str, start_frame: float, local_positions: np.ndarray,
               sample_rate: float = 1.0) -> str:
-    """Write the PC2 file for `filepath` under a temporary name beside it and return that
-    name: os.replace(name, filepath) puts it in place, so that several objects' files can
-    all be written before any replaces an existing one (bake_scene)."""
+    """Write the PC2 file for `filepath` under a temporary name of its own beside it and
+    return that name: os.replace(name, filepath) (or FileSwap) puts it in place, so that
+    several objects' files can all be written before any replaces an existing one."""
     samples, points, _ = local_positions.shape
     directory = os.path.dirname(filepath)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    temporary = filepath + ".part"
+    temporary = sibling_name(filepath, "part")
     try:
-        with open(temporary, "wb") as handle:
+        with open(temporary, "xb") as handle:
             handle.write(PC2_HEADER.pack(PC2_MAGIC, 1, points, float(start_frame), float(sample_rate), samples))
             np.ascontiguousarray(local_positions, dtype="<f4").tofile(handle)
     except BaseException:
@@ -186,6 +188,65 @@ def stage_pc2(filepath: str, start_frame: float, local_positions: np.ndarray,
             os.remove(temporary)
         raise
     return temporary
+
+
+_sibling_count = itertools.count()
+
+
+def sibling_name(filepath: str, tag: str) -> str:
+    """A hidden file name beside `filepath` that no other bake uses, in this process or
+    another: two objects staging the same file name never share one."""
+    folder, name = os.path.split(filepath)
+    return os.path.join(folder, f".{name}.{os.getpid()}-{next(_sibling_count)}.{tag}")
+
+
+def is_pc2_file(filepath: str) -> bool:
+    """Whether `filepath` starts like a PC2 cache (its magic and version)."""
+    try:
+        with open(filepath, "rb") as handle:
+            head = handle.read(PC2_HEADER.size)
+    except OSError:
+        return False
+    return len(head) == PC2_HEADER.size and PC2_HEADER.unpack(head)[:2] == (PC2_MAGIC, 1)
+
+
+class FileSwap:
+    """Puts staged files in place so that every one can be put back: the file a staged one
+    replaces is kept as a hidden sibling (a hard link, or a copy) until commit()."""
+
+    def __init__(self):
+        self._placed = []  # (target, backup or None), in order
+
+    def put(self, staged: str, target: str) -> None:
+        backup = None
+        if os.path.exists(target):
+            backup = sibling_name(target, "old")
+            try:
+                os.link(target, backup)
+            except OSError:  # a file system without hard links
+                shutil.copy2(target, backup)
+        try:
+            os.replace(staged, target)
+        except BaseException:
+            if backup is not None:
+                os.remove(backup)
+            raise
+        self._placed.append((target, backup))
+
+    def roll_back(self) -> None:
+        """Every target as it was before put()."""
+        for target, backup in reversed(self._placed):
+            if backup is not None:
+                os.replace(backup, target)
+            elif os.path.exists(target):
+                os.remove(target)
+        self._placed = []
+
+    def commit(self) -> None:
+        for _, backup in self._placed:
+            if backup is not None and os.path.exists(backup):
+                os.remove(backup)
+        self._placed = []
 
 
 def read_pc2(filepath: str):

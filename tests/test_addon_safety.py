@@ -1,0 +1,331 @@
+"""Nothing lost, nothing left behind (issue 34): PC2 paths that would destroy a file, objects
+sharing a mesh or a cache, interrupted and failing headless bakes, one frame bound, Time
+Stretching. Each test failed before its fix; files are compared byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_addon_helpers import make_grid, pin, require_bpy, submodule
+
+bpy = require_bpy()
+
+pytestmark = pytest.mark.blender
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def bake():
+    return submodule("bake")
+
+
+def checksums(folder: Path) -> dict:
+    """Every file under `folder` (hidden ones too) and its SHA-256."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def grid(name, x=0.0, **settings):
+    obj = make_grid(name, nx=3, ny=3, location=(x, 0.0, 1.0))
+    ms = obj.mass_spring
+    ms.enabled = True
+    ms.use_scene_frame_range = False
+    ms.frame_start, ms.frame_end = 1, 6
+    for key, value in settings.items():
+        setattr(ms, key, value)
+    pin(obj, [0])
+    return obj
+
+
+def refused(bake, scene, obj, *words):
+    with pytest.raises(bake.BakeError) as info:
+        bake.bake_object(scene, obj)
+    for word in words:
+        assert word in str(info.value)
+    return str(info.value)
+
+
+def old_cache(path: Path) -> None:
+    """A PC2 cache at `path`, as an earlier bake would have left it."""
+    path.write_bytes(b"POINTCACHE2\0" + np.array([1, 9], "<i4").tobytes()
+                     + np.array([1.0, 1.0], "<f4").tobytes() + np.array([2], "<i4").tobytes()
+                     + np.arange(54, dtype="<f4").tobytes())
+
+
+@pytest.fixture
+def saved(scene, tmp_path):
+    """The empty scene saved as tmp_path/scene.blend (PC2 paths are relative to it)."""
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "scene.blend"))
+    return bpy.context.scene
+
+
+# ----------------------------------------------------------------------------- PC2 paths
+
+def test_two_objects_with_one_pc2_file_are_refused_before_simulating(saved, bake, tmp_path):
+    # Before: both wrote cache.pc2.part; A was "baked" with B's motion, B failed with a
+    # raw FileNotFoundError, and an existing cache.pc2 was replaced.
+    a = grid("A", output='PC2', pc2_path="//cache.pc2")
+    b = grid("B", x=3.0, output='PC2', pc2_path="//cache.pc2")
+    old_cache(tmp_path / "cache.pc2")
+    bpy.ops.wm.save_mainfile()
+    before = checksums(tmp_path)
+    with pytest.raises(bake.BakeError, match="'A' and 'B' would both bake into the PC2 file"):
+        bake.bake_scene(saved)
+    assert checksums(tmp_path) == before
+    assert not bake.has_bake(a) and not bake.has_bake(b)
+
+
+def test_two_objects_with_one_pc2_file_fail_headless_with_one_line(saved, tmp_path, capfd):
+    grid("A", output='PC2', pc2_path="//cache.pc2")
+    grid("B", x=3.0, output='PC2', pc2_path="//cache.pc2")
+    old_cache(tmp_path / "cache.pc2")
+    bpy.ops.wm.save_mainfile()
+    before = checksums(tmp_path)
+    capfd.readouterr()
+    code = submodule("cli").execute([str(tmp_path / "scene.blend"), "--in-place", "--quiet"])
+    err = capfd.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if "error" in line.lower()]
+    assert lines == [next(line for line in err.splitlines() if "both bake into" in line)]
+    assert "Traceback" not in err
+    assert checksums(tmp_path) == before
+
+
+def test_the_open_blend_as_pc2_file_is_refused(saved, bake, tmp_path):
+    # Before: the bake overwrote the open .blend with PC2 data; it no longer opened.
+    obj = grid("A", output='PC2', pc2_path="//scene.blend")
+    bpy.ops.wm.save_mainfile()
+    before = checksums(tmp_path)
+    refused(bake, saved, obj, "the open .blend itself")
+    obj.mass_spring.pc2_path = str(tmp_path / "scene.blend")
+    refused(bake, saved, obj, "the open .blend itself")
+    assert checksums(tmp_path) == before
+
+
+def test_an_existing_file_that_is_not_a_pc2_cache_is_refused(saved, bake, tmp_path):
+    obj = grid("A", output='PC2', pc2_path="//texture.png")
+    (tmp_path / "texture.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    bpy.ops.wm.save_mainfile()
+    before = checksums(tmp_path)
+    refused(bake, saved, obj, "exists and is not a PC2 cache", "texture.png")
+    assert checksums(tmp_path) == before
+    # A PC2 cache (an earlier bake of ours, or anyone's) may be replaced.
+    obj.mass_spring.pc2_path = "//texture.png"
+    (tmp_path / "texture.png").unlink()
+    bake.bake_object(saved, obj)
+    bake.free_bake(obj)
+    result = bake.bake_object(saved, obj)
+    _, _, samples = submodule("writers").read_pc2(str(tmp_path / "texture.png"))
+    np.testing.assert_array_equal(samples, result.local_positions)
+
+
+def test_the_cache_another_object_plays_is_refused(saved, bake, tmp_path):
+    a = grid("A", output='PC2', pc2_path="//cache.pc2")
+    bake.bake_object(saved, a)
+    b = grid("B", x=3.0, output='PC2', pc2_path=str(tmp_path / "cache.pc2"))
+    before = checksums(tmp_path)
+    refused(bake, saved, b, "also the cache of 'A'")
+    assert checksums(tmp_path) == before
+    b.mass_spring.pc2_path = "//b.pc2"
+    bake.bake_object(saved, b)
+
+
+def test_pc2_files_are_put_back_when_a_later_object_fails_to_write(saved, bake, tmp_path,
+                                                                  monkeypatch):
+    a = grid("A", output='PC2')
+    b = grid("B", x=3.0, output='PC2')
+    bake.bake_scene(saved)
+    a.mass_spring.frame_end = b.mass_spring.frame_end = 5  # a re-bake writes other bytes
+    before = checksums(tmp_path)
+    writers = submodule("writers")
+    original = writers.add_mesh_cache
+
+    def fail_for_b(obj, *args):
+        if obj.name == "B":
+            raise RuntimeError("disk on fire")
+        return original(obj, *args)
+    monkeypatch.setattr(writers, "add_mesh_cache", fail_for_b)
+    with pytest.raises(bake.BakeError, match="disk on fire"):
+        bake.bake_scene(saved)
+    assert checksums(tmp_path) == before  # both caches as they were, nothing left behind
+    assert not bake.has_bake(a)  # not a bake that plays the old file
+
+
+# ----------------------------------------------------------------------------- shared meshes
+
+def force_attributes(mesh) -> dict:
+    forces = submodule("forces")
+    out = {}
+    for name in (forces.REST_LENGTH, forces.AXIAL_STIFFNESS):
+        values = np.empty(len(mesh.edges), np.float32)
+        mesh.attributes[name].data.foreach_get("value", values)
+        out[name] = values
+    return out
+
+
+def test_linked_duplicates_keep_each_others_forces(saved, bake, tmp_path):
+    # Before: B's bake replaced A's force attributes on the shared mesh, and Free Bake on B
+    # deleted the attributes A's forces modifier reads.
+    forces = submodule("forces")
+    a = grid("A", output='PC2', pc2_path="//a.pc2", show_forces=True, stiffness=300.0)
+    bake.bake_object(saved, a)
+    mine = force_attributes(a.data)
+    b = a.copy()  # Alt+D after the bake: the same mesh, A's modifiers and bake record
+    b.name = "B"
+    saved.collection.objects.link(b)
+    b.mass_spring.pc2_path = "//b.pc2"
+    b.mass_spring.stiffness = 900.0
+    # The copied record still names A's cache: B's bake must not replace it.
+    assert forces.has_data(b)
+    result = bake.bake_object(saved, b)
+    assert any("forces were not stored" in w and "shared" in w for w in result.warnings)
+    assert not forces.has_data(b)
+    for name, values in force_attributes(a.data).items():
+        np.testing.assert_array_equal(values, mine[name])
+    assert bake.free_bake(b)
+    assert forces.has_data(a) and forces.shown(a)
+    for name, values in force_attributes(a.data).items():
+        np.testing.assert_array_equal(values, mine[name])
+    assert bake.free_bake(a)
+    assert a.data.attributes.get(forces.REST_LENGTH) is None
+
+
+def test_free_bake_removes_the_forces_node_group_with_its_last_user(saved, bake):
+    forces = submodule("forces")
+    a = grid("A", show_forces=True)
+    b = grid("B", x=3.0)
+    bake.bake_object(saved, a)
+    bake.bake_object(saved, b)
+    assert forces.DATA_GROUP in bpy.data.node_groups
+    bake.free_bake(a)
+    assert forces.DATA_GROUP in bpy.data.node_groups  # B still uses it
+    bake.free_bake(b)
+    assert forces.DATA_GROUP not in bpy.data.node_groups
+    assert forces.DISPLAY_GROUP not in bpy.data.node_groups
+
+
+# ----------------------------------------------------------------------------- frames, time
+
+def test_one_frame_bound_for_settings_and_stored_values(saved, bake, monkeypatch):
+    # Before: frame_end = 2**31 - 1 was accepted and allocated 16 GiB at once.
+    max_frame = submodule("properties").MAX_FRAME
+    obj = grid("A")
+    obj.mass_spring.frame_end = 2**31 - 1
+    assert obj.mass_spring.frame_end == max_frame
+    obj.mass_spring["frame_end"] = 2**31 - 1  # as a file saved before the bound stores it
+    refused(bake, saved, obj, "outside Blender's frames", str(max_frame))
+    obj.mass_spring.frame_end = max_frame
+    monkeypatch.setattr(bake, "available_memory", lambda: 2**26)  # 64 MiB: 113 MB needed
+    message = refused(bake, saved, obj, "need", "GiB of memory", "bake fewer frames")
+    assert "1048574 frames of 9 vertices" in message
+    assert not bake.has_bake(obj)
+
+
+def test_time_stretching_is_refused(saved, bake):
+    # Before: the physics ignored it, the keys did not: frame 48 showed key 24.
+    obj = grid("A")
+    saved.render.frame_map_old, saved.render.frame_map_new = 50, 100
+    refused(bake, saved, obj, "Time Stretching", "50 → 100")
+    saved.render.frame_map_new = 50
+    bake.bake_object(saved, obj)
+
+
+# ----------------------------------------------------------------------------- headless
+
+def test_a_failed_save_is_one_line(saved, tmp_path, capfd):
+    # Before: a save that failed after the bake ended in a Python traceback.
+    cli = submodule("cli")
+    grid("A")
+    output = tmp_path / "out" / "baked.blend"
+    args = cli.build_parser().parse_args([str(tmp_path / "scene.blend"), "--output", str(output),
+                                         "--quiet"])
+
+    def block_the_output(scene):
+        output.mkdir(parents=True)  # the file can no longer be written
+    capfd.readouterr()
+    code = cli.report_errors("bake.py", lambda: cli.bake_and_save(
+        saved, [bpy.data.objects["A"]], args, str(output), before_save=block_the_output))
+    err = capfd.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("bake.py: error:")]
+    assert len(errors) == 1 and "could not save" in errors[0]
+
+
+def _chain_scene(path: Path, frames: int, mode: str = "pc2") -> None:
+    """A subprocess-friendly scene: a cloth grid that takes a while to bake."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO / 'scripts')!r})
+import bpy, addon_loader
+addon_loader.register_addon("repo")
+from mass_spring import presets
+bpy.ops.wm.read_factory_settings(use_empty=True)
+cloth = presets.cloth(24, 24, spacing=0.05)
+mesh = bpy.data.meshes.new("Cloth")
+mesh.from_pydata([tuple(map(float, v)) for v in cloth.positions], [], [tuple(f) for f in cloth.faces])
+obj = bpy.data.objects.new("Cloth", mesh)
+bpy.context.scene.collection.objects.link(obj)
+obj.vertex_groups.new(name="Pins").add([0, 23], 1.0, 'REPLACE')
+ms = obj.mass_spring
+ms.enabled, ms.pin_group, ms.output = True, "Pins", {mode.upper()!r}
+ms.use_scene_frame_range, ms.frame_start, ms.frame_end = False, 1, {frames}
+ms.accuracy, ms.substeps = 0.0, 40
+bpy.ops.wm.save_as_mainfile(filepath={str(path)!r})
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_headless_pc2_bake_changes_no_file(tmp_path, number):
+    # Before: SIGTERM (what `timeout` and farm managers send) left the hidden full copy of
+    # the scene (.<name>.blend.<pid>.baking.blend) beside it; SIGINT cleaned up.
+    _chain_scene(tmp_path / "scene.blend", frames=2000)
+    old_cache(tmp_path / "Cloth.pc2")
+    before = checksums(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "bake.py"), "--addon", "repo",
+                             str(tmp_path / "scene.blend"), "--in-place"],
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:  # wait until it simulates (progress lines every few seconds)
+        seen.append(line)
+        if "Cloth: frame" in line:
+            break
+    else:
+        pytest.fail("the bake never reported progress:\n" + "".join(seen))
+    time.sleep(0.5)
+    proc.send_signal(number)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, "".join(seen) + rest
+    errors = [line for line in rest.splitlines() if "error" in line]
+    assert errors == ["bake.py: error: interrupted, nothing was baked or saved"], rest
+    assert checksums(tmp_path) == before  # no file changed, none left behind
+
+
+def test_an_abandoned_staging_file_is_removed(tmp_path):
+    # A run killed outright (SIGKILL: no handler runs) leaves its staging file; the next
+    # bake of the same output removes it when its process is gone.
+    _chain_scene(tmp_path / "scene.blend", frames=3)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".scene.blend.{dead.pid}.baking.blend"
+    stale.write_bytes(b"BLENDER")
+    other = tmp_path / f".other.blend.{dead.pid}.baking.blend"  # another output's: kept
+    other.write_bytes(b"BLENDER")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bake.py"), "--addon", "repo",
+                           str(tmp_path / "scene.blend"), "--in-place", "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert not stale.exists() and other.exists()
+    assert not [p for p in os.listdir(tmp_path) if p.endswith((".part", ".old", ".baking.blend"))
+                and p != other.name]
