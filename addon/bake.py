@@ -177,7 +177,7 @@ def check_pc2_target(obj, stored: str, absolute: str) -> None:
     plays (tests/test_addon_safety.py)."""
     where = f"'{obj.name}': the PC2 file '{stored}'"
     if os.path.exists(absolute):
-        if bpy.data.filepath and _same_file(absolute, bpy.path.abspath(bpy.data.filepath)):
+        if bpy.data.filepath and same_file(absolute, bpy.path.abspath(bpy.data.filepath)):
             raise BakeError(f"{where} is the open .blend itself: choose another PC2 File")
         if not writers.is_pc2_file(absolute):
             raise BakeError(
@@ -191,7 +191,7 @@ def check_pc2_target(obj, stored: str, absolute: str) -> None:
                 f"'{other.name}' and remove its Mesh Cache modifier)")
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -205,7 +205,7 @@ def pc2_users(absolute: str) -> list:
         record = writers.bake_record(other) or {}
         paths = [record.get("filepath")] if record.get("output") == "PC2" else []
         paths += [m.filepath for m in other.modifiers if m.type == 'MESH_CACHE']
-        if any(p and _same_file(bpy.path.abspath(p, library=other.library), absolute) for p in paths):
+        if any(p and same_file(bpy.path.abspath(p, library=other.library), absolute) for p in paths):
             users.append(other)
     return users
 

@@ -394,7 +394,7 @@ def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet:
     try:
         bake.check_distinct_pc2_files(jobs)
         for job in jobs:
-            if job.output == 'PC2' and bake._same_file(bake.pc2_paths(job.obj)[1], output):
+            if job.output == 'PC2' and bake.same_file(bake.pc2_paths(job.obj)[1], output):
                 raise CommandError(f"{job.object_name!r}: its PC2 file is the output .blend "
                                    f"{output}: choose another PC2 File or --output")
     except BakeError as ex:
