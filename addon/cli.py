@@ -483,7 +483,8 @@ def save_blend(path: str, *, keep_backup: bool = True) -> None:
         bpy.ops.wm.save_as_mainfile(filepath=path, check_existing=False)
     except (OSError, RuntimeError) as ex:
         raise BakeFailed(f"could not save {path}: {one_line(ex)}") from None
-    if not keep_backup and not had_backup and os.path.exists(backup):
+    # Only a file is ours to remove: Blender 4.2 renames a directory in the way to `path`1.
+    if not keep_backup and not had_backup and os.path.isfile(backup):
         os.remove(backup)
 
 

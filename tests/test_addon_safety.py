@@ -251,7 +251,10 @@ def test_a_failed_save_is_one_line(saved, tmp_path, capfd):
                                          "--quiet"])
 
     def block_the_output(scene):
-        output.mkdir(parents=True)  # the file can no longer be written
+        # The file can no longer be written: a folder holds its name, and another its
+        # backup's (Blender 4.2 moves a folder in the way to the backup name and saves).
+        for name in (output, output.with_name(output.name + "1")):
+            (name / "kept").mkdir(parents=True)
     capfd.readouterr()
     code = cli.report_errors("bake.py", lambda: cli.bake_and_save(
         saved, [bpy.data.objects["A"]], args, str(output), before_save=block_the_output))
