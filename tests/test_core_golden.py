@@ -38,7 +38,7 @@ STRUCTURES = {
     "bridge": (presets.bridge, 0.6, 120),
     "spinning_top": (presets.spinning_ring, 0.6, 120),
     "crane": (presets.crane, 0.6, 120),
-    "sheet33": (hanging_sheet, 0.48, 48),
+    "sheet33": (hanging_sheet, 0.48, 96),
 }
 
 
