@@ -30,8 +30,9 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
   if (F) F->resize(D * nm);  // every entry is set by set_masses
   if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
   const int nc = static_cast<int>(constraints_.size());
-  const SpringPairs spring_pairs = pattern_ready_ ? spring_pairs_ : count_spring_pairs();
-  if (matrix) matrix->resize(D, nm, spring_pairs.all + nc, nc);
+  const SpringChunks planned = pattern_ready_ ? SpringChunks() : plan_spring_chunks();
+  const SpringChunks& spring_chunks = pattern_ready_ ? spring_chunks_ : planned;
+  if (matrix) matrix->resize(D, nm, spring_chunks.all + nc, nc);
   auto node = [](const Connector& c) { return c.type == MASS ? c.nr : -1; };
   int pair = 0;
   if (F) element_force_scale_ = 0.0;
@@ -55,14 +56,10 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     return largest;
   };
 
-  // Springs [first, last), the first being matrix pair `pair`, their forces added to `out`:
-  // the largest element force and the next pair.
-  struct Springs {
-    double largest = 0.0;
-    int next_pair = 0;
-  };
-  auto add_springs = [&](std::size_t first, std::size_t last, int pair, VectorXd* out) {
-    Springs sum;
+  // Springs [first, last), the first being matrix pair `pair`, their forces added to `out`
+  // (which holds the entries from `offset` on): the largest element force.
+  auto add_springs = [&](std::size_t first, std::size_t last, int pair, VectorXd* out, Eigen::Index offset) {
+    double largest = 0;
     for (std::size_t k = first; k < last; ++k) {
       const Spring& s = springs_[k];
       if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
@@ -71,38 +68,34 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
       const ElementForce<D> e = matrix ? spring_force<D>(s, d, dv, definite_newton_)
                                        : spring_force<D, false>(s, d, dv);
       if (out) {
-        sum.largest = std::max(sum.largest, e.f.cwiseAbs().maxCoeff());
-        if (s.c[0].type == MASS) out->template segment<D>(D * s.c[0].nr) += e.f;
-        if (s.c[1].type == MASS) out->template segment<D>(D * s.c[1].nr) -= e.f;
+        largest = std::max(largest, e.f.cwiseAbs().maxCoeff());
+        if (s.c[0].type == MASS) out->template segment<D>(D * s.c[0].nr - offset) += e.f;
+        if (s.c[1].type == MASS) out->template segment<D>(D * s.c[1].nr - offset) -= e.f;
       }
       if (matrix) matrix->set_pair(pair, node(s.c[0]), node(s.c[1]), cK * e.A + cV * e.B);
       ++pair;
     }
-    sum.next_pair = pair;
-    return sum;
+    return largest;
   };
-  const std::size_t ns = springs_.size();
-  Springs sums[2];
-  double weights = 0;
-  if (split_work_) {  // two halves at once, the second half's forces added to the first's
-    const std::size_t middle = ns / 2;
-    VectorXd second_half;  // local: const reads (evaluate) may assemble during a step
-    TwoWay::shared().run([&](int half) {
-      if (half == 0) {
-        weights = set_masses();  // the first half's extra pass, as the second's zeroing
-        sums[0] = add_springs(0, middle, pair, F);
-      } else {
-        if (F) second_half.setZero(F->size());
-        sums[1] = add_springs(middle, ns, pair + spring_pairs.first_half, F ? &second_half : nullptr);
-      }
+  const long ns = static_cast<long>(springs_.size());
+  const int chunks = spring_chunks.chunks();
+  double largest = 0;
+  if (chunks == 1) {
+    largest = set_masses();  // first: it sets F, where the springs then add
+    largest = std::max(largest, add_springs(0, ns, pair, F, 0));
+  } else {  // each chunk's forces apart, added in chunk order: the same on any workers
+    ChunkSums sums(spring_chunks.spans, F);  // local: const reads (evaluate) may assemble during a step
+    std::vector<double> chunk_largest(chunks, 0.0);
+    WorkerPool::shared().run(chunks, [&](int c) {
+      const double weights = c == 0 ? set_masses() : 0.0;  // F's start, where chunk 0 adds
+      chunk_largest[c] = std::max(weights, add_springs(chunk_begin(ns, chunks, c), chunk_begin(ns, chunks, c + 1),
+                                                       pair + spring_chunks.first_pair[c], sums.sum(c), sums.offset(c)));
     });
-    if (F) *F += second_half;
-  } else {
-    weights = set_masses();
-    sums[1] = add_springs(0, ns, pair, F);
+    sums.finish();
+    for (double l : chunk_largest) largest = std::max(largest, l);
   }
-  pair = sums[1].next_pair;
-  if (F) element_force_scale_ = std::max({weights, sums[0].largest, sums[1].largest});
+  pair += spring_chunks.all;
+  if (F) element_force_scale_ = largest;
 
   if (contacts) contacts->clear();
   if (!colliders_.empty())
@@ -133,15 +126,20 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
 }
 
 template <int D>
-typename System<D>::SpringPairs System<D>::count_spring_pairs() const {
-  SpringPairs pairs;
-  const std::size_t middle = springs_.size() / 2;
-  for (std::size_t k = 0; k < springs_.size(); ++k) {
-    const bool has_mass = springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS;
-    pairs.all += has_mass;
-    if (k < middle) pairs.first_half += has_mass;
+typename System<D>::SpringChunks System<D>::plan_spring_chunks() const {
+  SpringChunks plan;
+  const long ns = static_cast<long>(springs_.size());
+  const int chunks = num_masses() >= kSplitMinMasses ? chunk_count(ns, kSpringGrain) : 1;
+  auto has_mass = [&](long k) { return springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS; };
+  for (int c = 0; c < chunks; ++c) {
+    plan.first_pair.push_back(plan.all);
+    for (long k = chunk_begin(ns, chunks, c); k < chunk_begin(ns, chunks, c + 1); ++k) plan.all += has_mass(k);
   }
-  return pairs;
+  if (chunks > 1)
+    plan.spans = chunk_spans(ns, chunks, D, [&](long k, auto&& visit) {
+      for (const Connector& end : springs_[k].c) visit(end.type == MASS ? end.nr : -1);
+    });
+  return plan;
 }
 
 template <int D>
@@ -157,13 +155,15 @@ std::vector<typename System<D>::Touch> System<D>::touches(const Kinematics& kin)
     }
     return found;
   };
-  if (!split_work_) return find(0, nm);
-  std::vector<Touch> part[2];
-  TwoWay::shared().run([&](int half) {
-    std::vector<Touch> mine = find(half == 0 ? 0 : nm / 2, half == 0 ? nm / 2 : nm);
-    part[half] = std::move(mine);  // not built in place: both vectors' ends share a cache line
+  const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
+  if (chunks == 1) return find(0, nm);
+  std::vector<std::vector<Touch>> part(chunks);
+  WorkerPool::shared().run(chunks, [&](int c) {
+    // not built in place: neighbouring vectors' ends share a cache line
+    std::vector<Touch> mine = find(static_cast<int>(chunk_begin(nm, chunks, c)), static_cast<int>(chunk_begin(nm, chunks, c + 1)));
+    part[c] = std::move(mine);
   });
-  part[0].insert(part[0].end(), part[1].begin(), part[1].end());
+  for (int c = 1; c < chunks; ++c) part[0].insert(part[0].end(), part[c].begin(), part[c].end());
   return std::move(part[0]);
 }
 
@@ -277,7 +277,7 @@ void System<D>::ensure_pattern() {
   max_stiffness_ = 0.0;
   for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
 
-  spring_pairs_ = count_spring_pairs();
+  spring_chunks_ = plan_spring_chunks();
   ElementMatrix pattern;
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
@@ -294,7 +294,7 @@ void System<D>::ensure_pattern() {
     throw InputError("linear_solver 'multigrid' cannot handle DistanceConstraints (rigid "
                      "rods); use 'auto' or 'direct'");
   split_work_ = num_masses() >= kSplitMinMasses;
-  lin_.split_work(split_work_ ? &TwoWay::shared() : nullptr);
+  lin_.split_work(split_work_);
   if (constraints_.empty() &&
       (linear_solver_ == "multigrid" ||
        (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses())))

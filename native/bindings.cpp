@@ -798,16 +798,31 @@ PYBIND11_MODULE(_core, m) {
 
   m.attr("FIX") = static_cast<int>(FIX);
   m.attr("MASS") = static_cast<int>(MASS);
-  m.def("_allow_helper_thread", [](bool on) { ms::TwoWay::shared().allow_helper(on); },
-        "Whether big systems may run half of their loops on the helper thread (default: on "
-        "with two or more cores). For tests and benchmarks: the numbers are the same.");
+  m.def(
+      "set_num_threads",
+      [](int n) {
+        // Beyond this a typo, not a machine: each worker is a thread of the process.
+        constexpr int kMostThreads = 1024;
+        if (n < 1 || n > kMostThreads)
+          throw InputError("set_num_threads: n must lie in [1, " + std::to_string(kMostThreads) +
+                           "] (the workers, the calling thread included), got " + std::to_string(n));
+        py::gil_scoped_release free;  // waits for a loop another thread runs
+        ms::WorkerPool::shared().set_num_threads(n);
+      },
+      py::arg("n"),
+      "Run big systems' loops on n workers, the calling thread included (default: the cores "
+      "this process may use, or MASS_SPRING_NUM_THREADS). The numbers are the same for any n.");
+  m.def("get_num_threads", [] { return ms::WorkerPool::shared().num_threads(); },
+        "The workers big systems' loops run on (set_num_threads).");
+  m.def("usable_cores", &ms::WorkerPool::usable_cores,
+        "The cores this process may run on (its CPU affinity), the default number of workers.");
   m.def("_collider_queries", &collider_queries, py::arg("vertices"), py::arg("triangles"),
         py::arg("thickness"), py::arg("points"), py::arg("ends"),
         "For tests of the colliders' box tree against brute force: for each point, the "
         "distance to the nearest collider triangle within the thickness (inf: none) and the "
         "normal there, and whether the segment from the point to `ends` crosses a triangle.");
   m.attr("SPLIT_MIN_MASSES") = System<3>::kSplitMinMasses;
-  m.attr("SPLIT_MIN_VECTOR_LENGTH") = static_cast<long>(VectorHalves::kMinLength);
+  m.attr("SPLIT_MIN_VECTOR_LENGTH") = 2 * ms::kVectorGrain;  // two chunks from here on
   m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
   m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = System<3>::kMultigridMinMassesControlled;
   m.attr("INTEGRATOR_TABLE") = integrator_table();

@@ -141,7 +141,7 @@ double System<D>::correction_error(const VectorXd& delta, double acc_tol, double
     dlam.tail(delta.size() - nm) = delta.tail(delta.size() - nm);
     rods = lin_.elements.multiply(dlam);
   }
-  return in_mass_halves([&](int first, int last) {
+  return in_mass_chunks([&](int first, int last) {
     double err = 0;
     for (int i = first; i < last; ++i) {
       double largest = 0;  // of the mass's components: one division per mass
@@ -177,7 +177,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     step.w.resize(nm);
     step.q_pred.resize(nm);
     step.v_pred.resize(nm);
-    acc_max = in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {  // the largest |acc| in the same pass
+    acc_max = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {  // the largest |acc| in the same pass
       const auto acc = s.acc.segment(at, size), aux = s.aux.segment(at, size);
       auto w = step.w.segment(at, size);
       w = (p.af * acc - p.am * aux) / (1 - p.am);
@@ -233,7 +233,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   q1.resize(nm);
   v1.resize(nm);
   for (int it = 0; it <= max_newton_iterations; ++it) {
-    const double q_max = in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {
+    const double q_max = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
       q1.segment(at, size) = step.q_pred.segment(at, size) + step.bq * acc.segment(at, size);
       v1.segment(at, size) = step.v_pred.segment(at, size) + step.bv * acc.segment(at, size);
       return size > 0 ? q1.segment(at, size).cwiseAbs().maxCoeff() : 0.0;
@@ -255,7 +255,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     const double g_floor = 1e-13 * q_size;
     // The largest residual against its tolerance (<= 1: converged), and the sum of the
     // squared accelerations it stands for (rms_acceleration's, in the same pass).
-    const MassPartial residual = in_mass_halves([&](int first, int last) {
+    const MassPartial residual = in_mass_chunks([&](int first, int last) {
       MassPartial found;
       for (int i = first; i < last; ++i) {
         double largest = 0, squares = 0;  // of the mass's components: one division per mass
@@ -318,12 +318,12 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       predictor_.learn(guess, s.acc, acc, h, it, [&](const VectorXd& miss) {
         VectorXd e = VectorXd::Zero(num_unknowns());
         e.head(nm) = miss;
-        return rms_acceleration(lin_.elements.multiply(e, split_work_ ? &TwoWay::shared() : nullptr));
+        return rms_acceleration(lin_.elements.multiply(e, split_work_));
       });
-      // Copied into the state's own vectors, in halves: they keep their memory, which a
+      // Copied into the state's own vectors, in chunks: they keep their memory, which a
       // read from another thread while simulate() runs may hold.
       state_.aux.resize(nm);
-      in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {
+      in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
         state_.q.segment(at, size) = q1.segment(at, size);
         state_.v.segment(at, size) = v1.segment(at, size);
         state_.aux.segment(at, size) = step.c * acc.segment(at, size) + step.w.segment(at, size);
@@ -364,7 +364,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       why = "the Newton matrix is singular";
       return false;
     }
-    double correction_squares = in_coordinate_halves([&](Eigen::Index at, Eigen::Index size) {
+    double correction_squares = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
       acc_prev.segment(at, size) = acc.segment(at, size);
       acc.segment(at, size) += delta.segment(at, size);
       return MassPartial{0.0, delta.segment(at, size).squaredNorm()};

@@ -325,17 +325,10 @@ double System<D>::potential_energy() const {
     }
     return sum;
   };
-  // In two halves at once for big systems, as assembly (error control checks it every step).
-  if (split_work_) {
-    double part[2] = {0, 0};
-    const std::size_t middle = springs_.size() / 2;
-    TwoWay::shared().run([&](int half) {
-      part[half] = half == 0 ? springs_energy(0, middle) : springs_energy(middle, springs_.size());
-    });
-    e += part[0] + part[1];
-  } else {
-    e += springs_energy(0, springs_.size());
-  }
+  // In chunks at once for big systems, as assembly (error control checks it every step).
+  const long ns = static_cast<long>(springs_.size());
+  e += sum_over_chunks<double>(ns, split_work_ ? chunk_count(ns, kSpringGrain) : 1,
+                               [&](long first, long last) { return springs_energy(first, last); });
   if (!colliders_.empty())
     for (const Touch& touch : touches(kin)) e += touch.force.energy;
   return e;

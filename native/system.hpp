@@ -27,6 +27,7 @@
 #include "contact.hpp"
 #include "integrators.hpp"
 #include "model.hpp"
+#include "parallel/chunk_sums.hpp"
 #include "solver/krylov.hpp"
 #include "solver/newton_solver.hpp"
 #include "state.hpp"
@@ -153,9 +154,12 @@ class System {
   // big systems without constraints).
   std::string linear_solver() const { return linear_solver_; }
   void set_linear_solver(const std::string& name);
-  // Systems of this many masses split assembly and the linear solver's loops in two halves
-  // run at once (TwoWay).
+  // Systems of this many masses run assembly, contact and the linear solver's loops in
+  // chunks on the workers (parallel/parallel_for.hpp): springs kSpringGrain a chunk,
+  // masses kContactGrain a chunk in the nearest-point searches.
   static constexpr int kSplitMinMasses = 1000;
+  static constexpr long kSpringGrain = 2048;
+  static constexpr long kContactGrain = 512;
   static constexpr int kMultigridMinMasses = 4000;
   // Under error control Newton's linear systems are solved to 1e-1, where a V-cycle beats
   // an LDL^T factor that a folding sheet makes stale almost every step from about 1000
@@ -355,7 +359,7 @@ class System {
   ContactForce contact(const Kinematics& kin, int i, bool definite,
                        ContactState* state = nullptr) const;
   // Every mass touching a collider, in mass order, with its contact force (the masses in
-  // two halves at once on big systems: the nearest-point searches dominate contact).
+  // chunks at once on big systems: the nearest-point searches dominate contact).
   struct Touch {
     ContactState where;
     ContactForce force;
@@ -383,19 +387,23 @@ class System {
   std::vector<VecD> rods_checked_fix_pos_;
 
   bool pattern_ready_ = false;  // the Newton matrix's pattern is set up
-  // The Newton matrix's pairs of the springs (springs between two fixes have none): of all
-  // and of the first half, where assembly's second half starts numbering its pairs.
-  // Counted with the pattern (a pass over all springs that every assembly would repeat).
-  struct SpringPairs {
-    int all = 0, first_half = 0;
+  // Assembly's chunks of springs (parallel/parallel_for.hpp): the Newton matrix's pairs of
+  // all springs (springs between two fixes have none), the pair each chunk starts
+  // numbering at, and the force entries each chunk reaches. Planned with the pattern (a
+  // pass over all springs that every assembly would repeat).
+  struct SpringChunks {
+    int all = 0;
+    std::vector<int> first_pair;  // one per chunk
+    std::vector<ChunkSpan> spans;  // one per chunk when there are several
+    int chunks() const { return static_cast<int>(first_pair.size()); }
   };
-  SpringPairs spring_pairs_;
-  SpringPairs count_spring_pairs() const;
+  SpringChunks spring_chunks_;
+  SpringChunks plan_spring_chunks() const;
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   bool split_work_ = false;  // from kSplitMinMasses masses on (ensure_pattern)
   // What a per-mass loop over some masses found: the largest of a measure and the sum of
-  // another (MassPartial::combine joins two halves' findings).
+  // another (MassPartial::combine joins two chunks' findings).
   struct MassPartial {
     double max = 0, sum = 0;
     static MassPartial combine(const MassPartial& a, const MassPartial& b) {
@@ -403,24 +411,29 @@ class System {
     }
     static double combine(double a, double b) { return std::max(a, b); }
   };
-  // rows(first, last) over the masses [0, num_masses()), in two halves at once where the
-  // vectors are long enough for it (VectorHalves::kMinLength unknowns); returns what the
-  // halves return joined: the larger of two doubles, or two MassPartials combined. For the
-  // Newton iteration's per-mass loops, which would otherwise leave the helper idle. A
-  // maximum does not depend on the split; a sum only in its last bits.
+  // rows(first, last) over the masses [0, num_masses()) in chunks at once where the
+  // vectors are long enough for it (kVectorGrain unknowns a chunk); returns what the
+  // chunks return joined: the largest of doubles, or MassPartials combined, in chunk
+  // order. For the Newton iteration's per-mass loops. A maximum does not depend on the
+  // chunks; a sum only in its last bits, and the chunks depend on the size alone.
   template <class Rows>
-  auto in_mass_halves(const Rows& rows) const -> decltype(rows(0, 0)) {
+  auto in_mass_chunks(const Rows& rows) const -> decltype(rows(0, 0)) {
     const int nm = num_masses();
-    if (!split_work_ || static_cast<Eigen::Index>(D) * nm < VectorHalves::kMinLength) return rows(0, nm);
-    decltype(rows(0, 0)) part[2] = {};
-    TwoWay::shared().run([&](int h) { part[h] = h == 0 ? rows(0, nm / 2) : rows(nm / 2, nm); });
-    return MassPartial::combine(part[0], part[1]);
+    const int chunks = split_work_ ? chunk_count(static_cast<long>(D) * nm, kVectorGrain) : 1;
+    if (chunks == 1) return rows(0, nm);
+    std::vector<decltype(rows(0, 0))> part(chunks);
+    WorkerPool::shared().run(chunks, [&](int c) {
+      part[c] = rows(static_cast<int>(chunk_begin(nm, chunks, c)), static_cast<int>(chunk_begin(nm, chunks, c + 1)));
+    });
+    auto total = part[0];
+    for (int c = 1; c < chunks; ++c) total = MassPartial::combine(total, part[c]);
+    return total;
   }
-  // in_mass_halves over the masses' coordinates: body(at, size) for the rows
+  // in_mass_chunks over the masses' coordinates: body(at, size) for the rows
   // [at, at + size) of q, v, acc and the like.
   template <class Body>
-  auto in_coordinate_halves(const Body& body) const {
-    return in_mass_halves([&](int first, int last) {
+  auto in_coordinate_chunks(const Body& body) const {
+    return in_mass_chunks([&](int first, int last) {
       return body(static_cast<Eigen::Index>(D) * first, static_cast<Eigen::Index>(D) * (last - first));
     });
   }

@@ -170,11 +170,12 @@ def test_small_sheet_drapes_over_a_sphere():
 
 
 def test_split_contact_search_gives_the_same_numbers():
-    """Big systems look for their masses' contacts in two halves at once (System::touches);
-    the halves and their order are fixed, so the numbers are bit for bit those without the
-    helper thread."""
+    """Big systems look for their masses' contacts in chunks at once (System::touches);
+    the chunks and their order are fixed, so the numbers are bit for bit those of one
+    worker."""
     def run(allow):
-        ms._core._allow_helper_thread(allow)
+        workers = ms.get_num_threads()
+        ms.set_num_threads(2 if allow else 1)
         try:
             mss = sheet(33, 0.55)
             assert len(mss.masses) >= ms._core.SPLIT_MIN_MASSES
@@ -183,7 +184,7 @@ def test_split_contact_search_gives_the_same_numbers():
                 mss.simulate(1 / 24, 5)
             return mss.positions.copy(), mss.contact_forces()
         finally:
-            ms._core._allow_helper_thread(True)
+            ms.set_num_threads(workers)
 
     alone, alone_forces = run(False)
     helped, helped_forces = run(True)

@@ -238,17 +238,18 @@ def test_soft_springs_are_left_out_of_the_hierarchy():
     np.testing.assert_allclose(soft.positions, direct.positions, rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("n", [34, 76])
+@pytest.mark.parametrize("n", [34, 105])
 def test_split_work_gives_the_same_numbers(n):
-    """Big systems run half of assembly's and the linear solver's loops on a helper thread
-    (native/solver/two_way.hpp); from 76^2 on also GMRES's vector loops (krylov.hpp). The
-    halves are the same whether the helper runs them or the caller does (one core, or the
-    helper busy), so a run's numbers do not depend on the machine: bit for bit, also with
-    two systems at once from two Python threads."""
+    """Big systems run assembly's and the linear solver's loops in chunks on the workers
+    (native/parallel/parallel_for.hpp); from 105^2 on also GMRES's vector loops
+    (krylov.hpp). The chunks are the same whether a worker runs them or the caller does
+    (one core, or the workers busy with another system), so a run's numbers do not depend
+    on the machine: bit for bit, also with two systems at once from two Python threads."""
     import threading
 
     def run(allow):
-        ms._core._allow_helper_thread(allow)
+        workers = ms.get_num_threads()
+        ms.set_num_threads(2 if allow else 1)
         try:
             s = bending_sheet(n, 100.0)
             assert len(s.masses) >= ms._core.SPLIT_MIN_MASSES
@@ -257,7 +258,7 @@ def test_split_work_gives_the_same_numbers(n):
             s.simulate(0.2, 5)
             return s.positions.copy(), s.stats["krylov_iterations"]
         finally:
-            ms._core._allow_helper_thread(True)
+            ms.set_num_threads(workers)
 
     alone, krylov = run(False)
     helped, helped_krylov = run(True)

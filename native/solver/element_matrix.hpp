@@ -18,7 +18,7 @@
 #include <array>
 #include <vector>
 
-#include "two_way.hpp"
+#include "parallel/chunk_sums.hpp"
 
 namespace ms {
 
@@ -32,6 +32,7 @@ class ElementMatrix {
     pair_block_.resize(static_cast<std::size_t>(num_pairs) * dim * dim);
     rod_grad_.resize(static_cast<std::size_t>(num_rods) * dim);
     first_rod_pair_ = num_pairs - num_rods;
+    spans_.clear();  // the pairs' ends are written next: multiply plans its chunks anew
     for (int i : block_nodes_)
       std::fill_n(&node_block_[static_cast<std::size_t>(i) * dim * dim], dim * dim, 0.0);
     block_nodes_.clear();
@@ -71,14 +72,18 @@ class ElementMatrix {
   int num_masses() const { return static_cast<int>(mass_diag_.size()); }
   int num_rods() const { return static_cast<int>(rod_grad_.size()) / (dim_ > 0 ? dim_ : 1); }
 
-  // y = J x; with `halves`, the pairs in two halves at once, the second half's sum added
-  // to the first's (the same numbers whether or not the halves ran at once).
-  Eigen::VectorXd multiply(const Eigen::VectorXd& x, TwoWay* halves = nullptr) const {
+  // The pairs a parallel product cuts into one chunk each (parallel_for.hpp).
+  static constexpr long kPairGrain = 4096;
+
+  // y = J x; with `parallel`, the pairs in chunks at once (by their number alone), each
+  // chunk's sum kept apart and the sums added in chunk order: the same numbers on any
+  // number of workers.
+  Eigen::VectorXd multiply(const Eigen::VectorXd& x, bool parallel = false) const {
     Eigen::VectorXd y(x.size());
     if (dim_ == 3)
-      multiply_impl<3>(x, y, halves);
+      multiply_impl<3>(x, y, parallel);
     else
-      multiply_impl<2>(x, y, halves);
+      multiply_impl<2>(x, y, parallel);
     return y;
   }
 
@@ -125,8 +130,10 @@ class ElementMatrix {
   }
 
  private:
+  // y += the pairs [first, last) times x, y holding the entries from `offset` on.
   template <int D>
-  void add_pairs(const Eigen::VectorXd& x, Eigen::VectorXd& y, std::size_t first, std::size_t last) const {
+  void add_pairs(const Eigen::VectorXd& x, Eigen::VectorXd& y, std::size_t first, std::size_t last,
+                 Eigen::Index offset = 0) const {
     using Vec = Eigen::Matrix<double, D, 1>;
     using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
     for (std::size_t p = first; p < last; ++p) {
@@ -135,46 +142,41 @@ class ElementMatrix {
       if (a >= 0) d += x.template segment<D>(D * a);
       if (b >= 0) d -= x.template segment<D>(D * b);
       const Vec Wd = Block(&pair_block_[p * D * D]) * d;
-      if (a >= 0) y.template segment<D>(D * a) += Wd;
-      if (b >= 0) y.template segment<D>(D * b) -= Wd;
+      if (a >= 0) y.template segment<D>(D * a - offset) += Wd;
+      if (b >= 0) y.template segment<D>(D * b - offset) -= Wd;
     }
   }
 
   template <int D>
-  void multiply_impl(const Eigen::VectorXd& x, Eigen::VectorXd& y, TwoWay* halves) const {
-    using Vec = Eigen::Matrix<double, D, 1>;
+  void add_masses(const Eigen::VectorXd& x, Eigen::VectorXd& y) const {
     using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
+    for (int i = 0; i < num_masses(); ++i) y.template segment<D>(D * i) = mass_diag_[i] * x.template segment<D>(D * i);
+    for (int i : block_nodes_)
+      y.template segment<D>(D * i) += Block(&node_block_[static_cast<std::size_t>(i) * D * D]) * x.template segment<D>(D * i);
+  }
+
+  template <int D>
+  void multiply_impl(const Eigen::VectorXd& x, Eigen::VectorXd& y, bool parallel) const {
+    using Vec = Eigen::Matrix<double, D, 1>;
     const int nm = num_masses();
-    const std::size_t np = pair_node_.size();
-    auto masses = [&] {
-      for (int i = 0; i < nm; ++i) y.template segment<D>(D * i) = mass_diag_[i] * x.template segment<D>(D * i);
-      for (int i : block_nodes_)
-        y.template segment<D>(D * i) += Block(&node_block_[static_cast<std::size_t>(i) * D * D]) * x.template segment<D>(D * i);
-    };
-    if (halves) {
-      halves->run([&](int half) {
-        if (half == 0) {
-          masses();
-          add_pairs<D>(x, y, 0, np / 2);
-        } else {
-          second_half_.setZero(x.size());
-          add_pairs<D>(x, second_half_, np / 2, np);
-        }
-      });
-      // The sum in halves too where the vectors are long (a pass the helper would idle in).
-      if (x.size() >= TwoWay::kMinVectorLength)
-        halves->run([&](int half) {
-          const Eigen::Index middle = x.size() / 2, first = half == 0 ? 0 : middle;
-          const Eigen::Index count = half == 0 ? middle : x.size() - middle;
-          y.segment(first, count) += second_half_.segment(first, count);
-        });
-      else
-        y += second_half_;
-    } else {
-      masses();
+    const long np = static_cast<long>(pair_node_.size());
+    const int chunks = parallel ? chunk_count(np, kPairGrain) : 1;
+    if (chunks == 1) {
+      add_masses<D>(x, y);
       add_pairs<D>(x, y, 0, np);
-    }
-    const int rows_lam = D * nm;
+    } else {
+      if (static_cast<int>(spans_.size()) != chunks)  // once per assembly (resize clears them)
+        spans_ = chunk_spans(np, chunks, D, [&](long p, auto&& visit) {
+          visit(pair_node_[p][0]);
+          visit(pair_node_[p][1]);
+        });
+      ChunkSums sums(spans_, &y);
+      WorkerPool::shared().run(chunks, [&](int c) {
+        if (c == 0) add_masses<D>(x, y);  // where chunk 0's pairs then add
+        add_pairs<D>(x, *sums.sum(c), chunk_begin(np, chunks, c), chunk_begin(np, chunks, c + 1), sums.offset(c));
+      });
+      sums.finish();
+    }    const int rows_lam = D * nm;
     for (int j = 0; j < num_rods(); ++j) {
       const auto [a, b] = pair_node_[first_rod_pair_ + j];
       const Eigen::Map<const Vec> grad(&rod_grad_[static_cast<std::size_t>(j) * D]);
@@ -200,7 +202,8 @@ class ElementMatrix {
   std::vector<double> rod_grad_;
   std::vector<double> node_block_;  // D x D per mass, zero but for block_nodes_
   std::vector<int> block_nodes_;
-  mutable Eigen::VectorXd second_half_;  // multiply's second half of the pairs
+  // A parallel product's chunks: the entries each chunk's pairs reach.
+  mutable std::vector<ChunkSpan> spans_;
 };
 
 }  // namespace ms

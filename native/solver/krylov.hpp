@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "two_way.hpp"
+#include "parallel/parallel_for.hpp"
 
 namespace ms {
 
@@ -24,39 +24,33 @@ struct KrylovResult {
 // From this tolerance on, a solve that converged by GMRES's recurrence is trusted (below).
 constexpr double kTrustedRecurrenceTolerance = 1e-6;
 
-// The vector loops of GMRES over two halves of the entries at once, when `halves` is given
-// and the vectors are long: below kMinLength a handoff to the helper costs more than half
-// of a loop. Sums are the first half's plus the second's, whether or not the halves ran
-// at once, so the numbers do not depend on the machine.
-class VectorHalves {
+// The vector loops of GMRES in chunks at once, when `parallel` and the vectors are long
+// (kVectorGrain entries a chunk). Sums are added in chunk order, and the chunks depend on
+// the length alone, so the numbers do not depend on the machine or the workers.
+class VectorChunks {
  public:
-  static constexpr Eigen::Index kMinLength = TwoWay::kMinVectorLength;
-  VectorHalves(TwoWay* halves, Eigen::Index n) : halves_(n >= kMinLength ? halves : nullptr), n_(n) {}
-  // body(first, count) for each half; returns the sum of what the halves return.
+  VectorChunks(bool parallel, Eigen::Index n) : chunks_(parallel ? chunk_count(n, kVectorGrain) : 1), n_(n) {}
+  // body(first, count) for each chunk; returns the sum of what the chunks return.
   template <class Body>
   double sum(const Body& body) const {
-    if (!halves_) return body(0, n_);
-    const Eigen::Index middle = n_ / 2;
-    double part[2] = {0, 0};
-    halves_->run([&](int h) { part[h] = h == 0 ? body(0, middle) : body(middle, n_ - middle); });
-    return part[0] + part[1];
+    return sum_over_chunks<double>(n_, chunks_, [&](long first, long last) { return body(first, last - first); });
   }
 
  private:
-  TwoWay* halves_;
+  int chunks_;
   Eigen::Index n_;
 };
 
 // Solves A x = b from the initial guess in x until |b - A x| <= tol |b|. `multiply(v)`
 // returns A v, `precondition(v)` an approximation of A^-1 v.
-// With `halves`, long vectors' loops run in two halves at once (VectorHalves).
+// With `parallel`, long vectors' loops run in chunks at once (VectorChunks).
 template <class Multiply, class Precondition>
 KrylovResult gmres(const Multiply& multiply, const Precondition& precondition,
                    const Eigen::VectorXd& b, Eigen::VectorXd& x, double tol,
-                   int max_iterations, int restart = 30, TwoWay* halves = nullptr) {
+                   int max_iterations, int restart = 30, bool parallel = false) {
   using Eigen::VectorXd;
   KrylovResult result;
-  const VectorHalves split(halves, b.size());
+  const VectorChunks split(parallel, b.size());
   auto norm = [&split](const Eigen::VectorXd& v) {
     return std::sqrt(split.sum([&](Eigen::Index f, Eigen::Index c) { return v.segment(f, c).squaredNorm(); }));
   };

@@ -74,34 +74,49 @@ void release_spare_room(DoubleBlocks& out) {
   out.values.shrink_to_fit();
 }
 
+// The row chunks of a loop over `num_rows` rows: by the rows alone (parallel_for.hpp).
+int row_chunks(bool parallel, int num_rows) {
+  return parallel ? chunk_count(num_rows, SmoothedAggregation::kRowGrain) : 1;
+}
+
 // Rows [0, num_rows) of a block matrix from build(first, last, out, products), which
-// appends rows [first, last) to `out` and counts its block products: in two halves at once
-// when `halves` is given, then joined. Each row is built alone, so the blocks are the same
-// either way.
+// appends rows [first, last) to `out` and counts its block products: in chunks at once
+// when `parallel`, then joined in order. Each row is built alone, so the blocks are the
+// same either way.
 template <class BuildRows>
-DoubleBlocks rows_by_halves(int num_rows, TwoWay* halves, double& products, const BuildRows& build) {
-  if (!halves) {
+DoubleBlocks rows_by_chunks(int num_rows, bool parallel, double& products, const BuildRows& build) {
+  const int chunks = row_chunks(parallel, num_rows);
+  if (chunks == 1) {
     DoubleBlocks out;
     build(0, num_rows, out, products);
     return out;
   }
-  const int middle = num_rows / 2;
-  DoubleBlocks part[2];
-  double counted[2] = {0, 0};
-  halves->run([&](int h) {
-    DoubleBlocks mine;  // not part[h] itself: the two halves' vector ends would share a cache line
+  std::vector<DoubleBlocks> part(chunks);
+  std::vector<double> counted(chunks, 0.0);
+  WorkerPool::shared().run(chunks, [&](int c) {
+    DoubleBlocks mine;  // not part[c] itself: neighbouring chunks' vector ends would share a cache line
     double count = 0;
-    build(h == 0 ? 0 : middle, h == 0 ? middle : num_rows, mine, count);
-    part[h] = std::move(mine);
-    counted[h] = count;
+    build(static_cast<int>(chunk_begin(num_rows, chunks, c)), static_cast<int>(chunk_begin(num_rows, chunks, c + 1)),
+          mine, count);
+    part[c] = std::move(mine);
+    counted[c] = count;
   });
   DoubleBlocks& out = part[0];
-  const int offset = out.num_blocks();
-  out.col.insert(out.col.end(), part[1].col.begin(), part[1].col.end());
-  out.values.insert(out.values.end(), part[1].values.begin(), part[1].values.end());
-  for (std::size_t r = 1; r < part[1].row_start.size(); ++r) out.row_start.push_back(part[1].row_start[r] + offset);
-  products += counted[0] + counted[1];
+  for (int c = 1; c < chunks; ++c) {
+    const int offset = out.num_blocks();
+    out.col.insert(out.col.end(), part[c].col.begin(), part[c].col.end());
+    out.values.insert(out.values.end(), part[c].values.begin(), part[c].values.end());
+    for (std::size_t r = 1; r < part[c].row_start.size(); ++r) out.row_start.push_back(part[c].row_start[r] + offset);
+  }
+  for (double count : counted) products += count;
   return std::move(out);
+}
+
+// Calls rows(first, last) for [0, num_rows) in chunks at once when `parallel`.
+template <class Rows>
+void in_row_chunks(int num_rows, bool parallel, const Rows& rows) {
+  for_chunks(num_rows, row_chunks(parallel, num_rows),
+             [&](long first, long last) { rows(static_cast<int>(first), static_cast<int>(last)); });
 }
 
 // target += X's block times Y's block, where a matrix marked scalar holds one value per
@@ -128,9 +143,9 @@ double product_count(const DoubleBlocks& Y, int j) {
 // X Y, with Y's columns numbered below `cols`; adds its work to `products` (block
 // multiply-adds, see product_count).
 template <int D, bool x_scalar = false, bool y_scalar = false>
-DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, double& products, TwoWay* halves) {
+DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, double& products, bool parallel) {
   constexpr int x_size = x_scalar ? 1 : D * D, y_size = y_scalar ? 1 : D * D;
-  return rows_by_halves(X.rows(), halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
+  return rows_by_chunks(X.rows(), parallel, products, [&](int first, int last, DoubleBlocks& out, double& count) {
     RowAccumulator<D> acc(cols);
     reserve_blocks<D>(out, X.row_start[last] - X.row_start[first], [&](int p) {
       return Y.row_start[X.col[p] + 1] - Y.row_start[X.col[p]];
@@ -154,7 +169,7 @@ DoubleBlocks multiply(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, do
 // `products`.
 template <int D, bool x_scalar, bool y_scalar>
 void multiply_values(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, DoubleBlocks& out, double& products,
-                     TwoWay* halves) {
+                     bool parallel) {
   constexpr int DD = D * D, x_size = x_scalar ? 1 : DD, y_size = y_scalar ? 1 : DD;
   auto rows = [&](int first, int last) {
     std::vector<int> slot(cols);  // out's block in the current row for each column
@@ -174,14 +189,10 @@ void multiply_values(const DoubleBlocks& X, const DoubleBlocks& Y, int cols, Dou
     }
     return count;
   };
-  const int n = X.rows(), middle = n / 2;
-  if (!halves) {
-    products += rows(0, n);
-    return;
-  }
-  double counted[2] = {0, 0};
-  halves->run([&](int h) { counted[h] = h == 0 ? rows(0, middle) : rows(middle, n); });
-  products += counted[0] + counted[1];
+  const int n = X.rows();
+  products += sum_over_chunks<double>(n, row_chunks(parallel, n), [&](long first, long last) {
+    return rows(static_cast<int>(first), static_cast<int>(last));
+  });
 }
 
 // X^T for a scalar matrix (see multiply).
@@ -203,11 +214,12 @@ DoubleBlocks transpose_scalar(const DoubleBlocks& X, int cols) {
 }
 
 // The pattern of A's strictly lower blocks, for the smoother: lower's rows and columns,
-// and the block of A each comes from (source). With middle > 0, the blocks of the rows
-// k >= middle whose column is below middle come first in their rows, and first_inner[k] is
-// where the rest start (first_inner[k] = the row's start for k < middle).
-void smoother_pattern(const DoubleBlocks& A, int DD, int middle, FloatBlocks& lower, std::vector<int>& source,
-                      std::vector<int>& first_inner, std::vector<int>& cross_rows) {
+// and the block of A each comes from (source). The rows are cut into blocks of rows at
+// block_start (empty: one block); in each row the blocks whose column lies in an earlier
+// block of rows come first, and first_inner[k] is where the rest start; cross_rows lists
+// the rows that have such blocks.
+void smoother_pattern(const DoubleBlocks& A, int DD, const std::vector<int>& block_start, FloatBlocks& lower,
+                      std::vector<int>& source, std::vector<int>& first_inner, std::vector<int>& cross_rows) {
   lower = FloatBlocks();
   source.clear();
   cross_rows.clear();
@@ -216,28 +228,21 @@ void smoother_pattern(const DoubleBlocks& A, int DD, int middle, FloatBlocks& lo
     lower.col.push_back(A.col[p]);
     source.push_back(p);
   };
+  std::size_t block = 0;
   for (int k = 0; k < A.rows(); ++k) {
+    while (block + 1 < block_start.size() && k >= block_start[block + 1]) ++block;
+    const int own = block_start.empty() ? 0 : block_start[block];  // the first row of k's block
     const int p0 = A.row_start[k], p1 = A.row_start[k + 1];
-    const bool split_row = middle > 0 && k >= middle;
-    if (split_row)
-      for (int p = p0; p < p1; ++p)
-        if (A.col[p] < middle) append(p);
+    for (int p = p0; p < p1; ++p)
+      if (A.col[p] < own) append(p);
     inner[k] = lower.num_blocks();
     if (inner[k] > lower.row_start[k]) cross_rows.push_back(k);
     for (int p = p0; p < p1; ++p)
-      if (A.col[p] < k && !(split_row && A.col[p] < middle)) append(p);
+      if (A.col[p] < k && A.col[p] >= own) append(p);
     lower.row_start.push_back(lower.num_blocks());
   }
   lower.values.resize(source.size() * DD);
   first_inner = std::move(inner);
-}
-
-// Calls rows(first, last) for [0, num_rows) in two halves at once when `halves` is given.
-template <class Rows>
-void in_halves(int num_rows, TwoWay* halves, const Rows& rows) {
-  if (!halves) return rows(0, num_rows);
-  const int middle = num_rows / 2;
-  halves->run([&](int h) { h == 0 ? rows(0, middle) : rows(middle, num_rows); });
 }
 
 int find_block(const DoubleBlocks& X, int row, int col) {
@@ -305,10 +310,10 @@ std::vector<int> aggregate(const DoubleBlocks& A, int DD, int& num_aggregates) {
   return agg;
 }
 
-// y = Dinv A x by blocks, the rows in two halves at once when `halves` is given.
+// y = Dinv A x by blocks, the rows in chunks at once when `parallel`.
 template <int D>
 void jacobi_product(const DoubleBlocks& A, const std::vector<double>& block_inv, const VectorXd& x, VectorXd& y,
-                    TwoWay* halves) {
+                    bool parallel) {
   using Vec = Eigen::Matrix<double, D, 1>;
   y.resize(x.size());
   auto rows = [&](int first, int last) {
@@ -319,7 +324,7 @@ void jacobi_product(const DoubleBlocks& A, const std::vector<double>& block_inv,
       y.template segment<D>(D * k).noalias() = ConstBlockMap<D>(&block_inv[static_cast<std::size_t>(k) * D * D]) * s;
     }
   };
-  in_halves(A.rows(), halves, rows);
+  in_row_chunks(A.rows(), parallel, rows);
 }
 
 // Block Gauss-Seidel on the strictly lower blocks L of a symmetric matrix
@@ -371,10 +376,10 @@ void lower_block_sweep(const FloatBlocks& lower, const int* first_block, const s
   }
 }
 
-// The lower blocks between the two halves of a split smoother (rows k >= middle, columns
-// j < middle, stored first in their rows): pending_k += sign A_kj x_j and
+// The lower blocks between the blocks of rows of a split smoother (columns in an earlier
+// block than the row, stored first in their rows): pending_k += sign A_kj x_j and
 // pending_j += sign A_kj^T x_k. Only the rows that have such blocks are visited (on a
-// sheet, a grid line or two of the half's rows).
+// sheet, a grid line or two of each block's rows).
 template <int D>
 void add_cross_blocks(const FloatBlocks& lower, const std::vector<int>& first_inner, const std::vector<int>& cross_rows,
                       const VectorXd& x, VectorXd& pending, double sign) {
@@ -429,13 +434,13 @@ std::vector<std::pair<long, long>> SmoothedAggregation::level_sizes() const {
 bool SmoothedAggregation::prepare_smoother(Level& level) const {
   const int nn = level.num_nodes(), DD = dim_ * dim_;
   if (static_cast<int>(level.first_inner.size()) != nn) {  // a new level: its pattern first
-    level.middle = nn >= kSplitSmootherNodes ? nn / 2 : 0;
-    smoother_pattern(level.A, DD, level.middle, level.lower, level.lower_source, level.first_inner,
+    level.block_start = smoother_blocks(nn);
+    smoother_pattern(level.A, DD, level.block_start, level.lower, level.lower_source, level.first_inner,
                      level.cross_rows);
     level.block_inv.resize(static_cast<std::size_t>(nn) * DD);
   }
   std::atomic<bool> ok{true};
-  in_halves(nn, halves, [&](int first, int last) {
+  in_row_chunks(nn, parallel, [&](int first, int last) {
     for (int q = level.lower.row_start[first]; q < level.lower.row_start[last]; ++q)
       for (int e = 0; e < DD; ++e)
         level.lower.values[static_cast<std::size_t>(q) * DD + e] =
@@ -492,7 +497,7 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   DoubleBlocks& A = levels_[0].A;
   // Each half of the rows adds what lands in its own blocks, in the pairs' order: the sums
   // are those of one pass.
-  in_halves(A.rows(), halves, [&](int first, int last) {
+  in_row_chunks(A.rows(), parallel, [&](int first, int last) {
     auto mine = [&](int node) { return node >= first && node < last; };
     auto add = [&](int block, const double* S, double sign) {
       for (int e = 0; e < DD; ++e) A.values[static_cast<std::size_t>(block) * DD + e] += sign * S[e];
@@ -541,13 +546,13 @@ int SmoothedAggregation::coarsen(int l, Level& next, bool keep) {
   if (!prepare_smoother(level)) return -1;
   double products = 0;
   if (keep && level.P.rows() == nn && level.AP.rows() == nn) {  // the patterns stay: values only
-    multiply_values<D, false, true>(A, level.P, num_agg, level.AP, products, halves);
-    multiply_values<D, true, false>(level.R, level.AP, num_agg, next.A, products, halves);
+    multiply_values<D, false, true>(A, level.P, num_agg, level.AP, products, parallel);
+    multiply_values<D, true, false>(level.R, level.AP, num_agg, next.A, products, parallel);
   } else {
     if (!keep || level.P.rows() != nn) products += smooth_prolongator<D>(l, next);
-    level.AP = multiply<D, false, true>(A, level.P, num_agg, products, halves);
+    level.AP = multiply<D, false, true>(A, level.P, num_agg, products, parallel);
     release_spare_room(level.AP);
-    next.A = multiply<D, true, false>(level.R, level.AP, num_agg, products, halves);
+    next.A = multiply<D, true, false>(level.R, level.AP, num_agg, products, parallel);
     release_spare_room(next.A);
   }
   setup_flops_ += kProductFlopCost * products * DD;
@@ -588,7 +593,7 @@ double SmoothedAggregation::smooth_prolongator(int l, Level& next) {
   double rho = 1.0;
   const int power_iterations = warm ? kWarmPowerIterations : kPowerIterations;
   for (int it = 0; it < power_iterations; ++it) {
-    jacobi_product<D>(A, level.block_inv, x, y, halves);
+    jacobi_product<D>(A, level.block_inv, x, y, parallel);
     const double size = y.norm();
     if (!(size > 0 && std::isfinite(size))) {  // a start with no component to grow
       rho = 1.0;
@@ -602,7 +607,7 @@ double SmoothedAggregation::smooth_prolongator(int l, Level& next) {
   // Row k's entry for aggregate a: t_k [agg k = a] - omega / d_k sum_{j in a} a_kj t_j,
   // with a_kj = trace(A_kj) / D and d_k = a_kk.
   double products = 2.0 * power_iterations * A.num_blocks();
-  level.P = rows_by_halves(nn, halves, products, [&](int first, int last, DoubleBlocks& out, double& count) {
+  level.P = rows_by_chunks(nn, parallel, products, [&](int first, int last, DoubleBlocks& out, double& count) {
     RowAccumulator<1> acc(num_agg);
     reserve_blocks<1>(out, A.row_start[last] - A.row_start[first], [](int) { return 1; }, A.row_start[first]);
     auto isotropic = [&](int p) { return ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * DD]).trace() / D; };
@@ -680,30 +685,39 @@ bool SmoothedAggregation::build_levels(const ElementMatrix& elements, bool keep_
 template <int D>
 void SmoothedAggregation::smooth(const Level& level, const VectorXd& b, VectorXd& x, VectorXd& pending,
                                  bool forward) const {
-  const int nn = level.num_nodes(), middle = level.middle;
-  if (middle == 0) {
+  const int nn = level.num_nodes();
+  const int blocks = static_cast<int>(level.block_start.size()) - 1;
+  if (blocks <= 1) {
     if (forward) pending.setZero();
     lower_block_sweep<D>(level.lower, level.lower.row_start.data(), level.block_inv, b, x, pending, forward, 0, nn);
     return;
   }
-  // Each half sweeps its own rows; across the halves each sees the other's x from before
-  // the sweep: 0 in the forward sweep (the residual is completed after it), the coarse
-  // correction in the backward one (added to `pending` before it).
+  // Each block of rows sweeps its own rows; across blocks each sees the others' x from
+  // before the sweep: 0 in the forward sweep (the residual is completed after it), the
+  // coarse correction in the backward one (added to `pending` before it). So the blocks
+  // may run in any order, at once or not: the same numbers.
   if (!forward) add_cross_blocks<D>(level.lower, level.first_inner, level.cross_rows, x, pending, 1.0);
-  auto half = [&](int h) {
-    const int first = h == 0 ? 0 : middle, last = h == 0 ? middle : nn;
-    // Forward, each half's own rows of `pending` start at zero; the sweep scatters within
-    // its half only (the cross blocks come after).
+  auto sweep = [&](int block) {
+    const int first = level.block_start[block], last = level.block_start[block + 1];
+    // Forward, each block's own rows of `pending` start at zero; the sweep scatters within
+    // its block only (the cross blocks come after).
     if (forward) pending.segment(static_cast<Eigen::Index>(D) * first, static_cast<Eigen::Index>(D) * (last - first)).setZero();
     lower_block_sweep<D>(level.lower, level.first_inner.data(), level.block_inv, b, x, pending, forward, first, last);
   };
-  if (halves) {
-    halves->run(half);
+  if (parallel) {
+    WorkerPool::shared().run(blocks, sweep);
   } else {
-    half(0);
-    half(1);
+    for (int block = 0; block < blocks; ++block) sweep(block);
   }
   if (forward) add_cross_blocks<D>(level.lower, level.first_inner, level.cross_rows, x, pending, -1.0);
+}
+
+std::vector<int> SmoothedAggregation::smoother_blocks(int num_nodes) {
+  if (num_nodes < kSplitSmootherNodes) return {};
+  const int blocks = std::max(2, chunk_count(num_nodes, kSmootherBlockNodes));
+  std::vector<int> start(blocks + 1);
+  for (int c = 0; c <= blocks; ++c) start[c] = static_cast<int>(chunk_begin(num_nodes, blocks, c));
+  return start;
 }
 
 template <int D>
@@ -718,9 +732,9 @@ void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   smooth<D>(level, b, x, r, true);
   const int nc = levels_[l + 1].num_nodes();
   VectorXd coarse_r = VectorXd::Zero(static_cast<Eigen::Index>(nc) * D), coarse_x;
-  in_halves(nc, halves, [&](int first, int last) { scalar_product<D>(level.R, r.data(), coarse_r.data(), first, last); });
+  in_row_chunks(nc, parallel, [&](int first, int last) { scalar_product<D>(level.R, r.data(), coarse_r.data(), first, last); });
   cycle<D>(l + 1, coarse_r, coarse_x);
-  in_halves(level.num_nodes(), halves, [&](int first, int last) {
+  in_row_chunks(level.num_nodes(), parallel, [&](int first, int last) {
     scalar_product<D>(level.P, coarse_x.data(), x.data(), first, last);
     r.segment(static_cast<Eigen::Index>(D) * first, static_cast<Eigen::Index>(D) * (last - first)).setZero();
   });

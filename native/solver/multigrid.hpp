@@ -73,9 +73,11 @@ class SmoothedAggregation {
     left_out_ = std::move(pairs);
     pair_nodes_.clear();  // the next setup makes level 0's pattern anew
   }
-  // Runs the V-cycle's smoothing and prolongations in two halves at once (nullptr: one pass;
-  // the numbers are the same).
-  TwoWay* halves = nullptr;
+  // Runs the setup's products, the V-cycle's smoothing and its prolongations in chunks on
+  // the workers (parallel/parallel_for.hpp); false: one pass. The numbers are the same.
+  bool parallel = false;
+  // Rows a chunk of the row loops (setup products, restriction, prolongation).
+  static constexpr long kRowGrain = 1024;
   // Forgets what the next setup would start from (a restart point: see System::checkpoint).
   void restart() { top_modes_.clear(); }
 
@@ -95,12 +97,12 @@ class SmoothedAggregation {
     // sweeps of a V-cycle read half of A each. Float because the V-cycle streams these
     // matrices and a preconditioner needs no more (GMRES multiplies by the exact matrix).
     Blocks<float> lower;
-    // From kSplitSmootherNodes nodes on, the smoother runs in two halves at once (rows below
-    // and from `middle`), each Gauss-Seidel within itself and Jacobi across; first_inner[k]
-    // is where row k's blocks within its own half start.
-    int middle = 0;
+    // From kSplitSmootherNodes nodes on, the smoother sweeps blocks of rows (from
+    // block_start[b] to block_start[b + 1]) at once, each Gauss-Seidel within itself and
+    // Jacobi across; first_inner[k] is where row k's blocks within its own block start.
+    std::vector<int> block_start;  // empty: one block
     std::vector<int> first_inner;
-    std::vector<int> cross_rows;  // the rows from `middle` on with blocks in the other half
+    std::vector<int> cross_rows;  // the rows with blocks in an earlier block
     std::vector<int> lower_source;  // the block of A each block of `lower` holds
     // The prolongation from the next level (its nodes are the columns) and its transpose,
     // the restriction: scalar matrices, one value per block standing for that value times I.
@@ -134,7 +136,12 @@ class SmoothedAggregation {
 
   bool left_out(int p) const { return p < static_cast<int>(left_out_.size()) && left_out_[p]; }
 
+  // The smoother's blocks of rows of a level: from kSplitSmootherNodes nodes on two, and
+  // one per kSmootherBlockNodes beyond (more blocks, more Jacobi between them: a weaker
+  // smoother, so they stay big). By the size alone: the same numbers on any workers.
   static constexpr int kSplitSmootherNodes = 1000;
+  static constexpr long kSmootherBlockNodes = 2048;
+  static std::vector<int> smoother_blocks(int num_nodes);
 
   std::vector<Level> levels_;
   std::vector<char> left_out_;

@@ -173,9 +173,9 @@ bool NewtonLinearSolver::krylov_solve(const VectorXd& b, VectorXd& x, double tol
       if (!x.allFinite()) x.setZero();
     }
     const KrylovResult krylov =
-        gmres([this](const VectorXd& v) { return elements.multiply(v, halves_); },
+        gmres([this](const VectorXd& v) { return elements.multiply(v, parallel_); },
               [this](const VectorXd& v) { return apply_preconditioner(v); }, b, x, tol,
-              multigrid_dim_ > 0 ? 200 : 40, 30, halves_);
+              multigrid_dim_ > 0 ? 200 : 40, 30, parallel_);
     krylov_iterations += krylov.iterations;
     const bool ok = krylov.converged && x.allFinite();
     // A factor that needs more iterations than when it was fresh has gone stale: refresh

@@ -52,11 +52,11 @@ class NewtonLinearSolver {
     regroup_next_ = true;
   }
   bool multigrid() const { return multigrid_dim_ > 0; }
-  // Splits the Krylov method's products and the multigrid's work in two halves run at once
-  // (nullptr: one pass).
-  void split_work(TwoWay* halves) {
-    halves_ = halves;
-    multigrid_.halves = halves;
+  // Runs the Krylov method's products and the multigrid's work in chunks on the workers
+  // (parallel/parallel_for.hpp); false: one pass on the caller.
+  void split_work(bool parallel) {
+    parallel_ = parallel;
+    multigrid_.parallel = parallel;
   }
   const SmoothedAggregation& hierarchy() const { return multigrid_; }
   // One application of the current preconditioner (factor or V-cycle).
@@ -116,7 +116,7 @@ class NewtonLinearSolver {
   Eigen::SimplicialLDLT<SpMat, Eigen::Lower, Eigen::AMDOrdering<int>> ldlt_;
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
   SmoothedAggregation multigrid_;
-  TwoWay* halves_ = nullptr;
+  bool parallel_ = false;
   int multigrid_dim_ = 0;
   bool ldlt_analyzed_ = false, lu_analyzed_ = false, have_factor_ = false;
 };

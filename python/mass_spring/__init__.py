@@ -25,6 +25,9 @@ from ._core import (  # noqa: F401  (re-exported API)
     MassSpringSystem3d,
     SimulationError,
     Spring,
+    get_num_threads,
+    set_num_threads,
+    usable_cores,
 )
 
 LINEAR_SOLVERS = ("auto", "direct", "multigrid")
@@ -47,7 +50,31 @@ __all__ = [
     "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring",
     "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "from_arrays",
+    "get_num_threads", "set_num_threads", "usable_cores",
 ]
+
+NUM_THREADS_VARIABLE = "MASS_SPRING_NUM_THREADS"
+
+
+def _threads_from_environment() -> None:
+    """Workers from MASS_SPRING_NUM_THREADS (scripts, render farms), if it is set."""
+    import os
+
+    text = os.environ.get(NUM_THREADS_VARIABLE, "").strip()
+    if not text:
+        return
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{NUM_THREADS_VARIABLE}={text!r}: expected a whole number of workers "
+                         f"(1 to use one core; unset it to use all {usable_cores()})") from None
+    try:
+        set_num_threads(n)
+    except ValueError as ex:
+        raise ValueError(f"{NUM_THREADS_VARIABLE}={text!r}: {ex}") from None
+
+
+_threads_from_environment()
 
 
 def _per_item(value, count: int, name: str, default: float | None = None) -> np.ndarray:

@@ -1,0 +1,230 @@
+// Parallel loops over fixed chunks, on any number of workers, with the same numbers.
+//
+// A loop is cut into chunks by its length alone (chunk_count), never by the number of
+// workers: each chunk computes the same values whoever runs it, and whatever the chunks
+// produce is combined in chunk order afterwards (a sum of per-chunk sums, per-chunk
+// buffers added in order). So a run's numbers do not depend on the machine or on
+// set_num_threads (test_core_parallel.py, test_any_number_of_workers_gives_the_same_bits).
+//
+// The workers are the process's: every system shares them, so that no more threads run
+// than the user asked for; a caller that finds them busy (another system on another
+// thread) runs its chunks itself. Idle workers wait on a condition variable after a short
+// spin, long enough to catch the next loop of a Krylov iteration (microseconds later).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#ifdef __linux__
+#include <sched.h>
+#endif
+
+namespace ms {
+
+// At most this many chunks per loop: beyond it the combining passes cost more than the
+// extra workers save on the sizes our users bake (up to a few 10^5 vertices).
+constexpr int kMaxChunks = 16;
+
+// Vector loops (GMRES, the Newton iteration's per-mass passes) get one chunk per this many
+// entries: a shorter loop runs faster alone than handed over.
+constexpr long kVectorGrain = 16384;
+
+// The chunks a loop of `items` is cut into: one per `grain` items, 1 to kMaxChunks.
+inline int chunk_count(long items, long grain) {
+  if (items <= grain || grain <= 0) return 1;
+  return static_cast<int>(std::min<long>(kMaxChunks, items / grain));
+}
+
+// Chunk c of `chunks` equal parts of [0, n): its first item (chunk_begin(n, chunks, chunks) == n).
+inline long chunk_begin(long n, int chunks, int c) {
+  return static_cast<long>(static_cast<long long>(n) * c / chunks);
+}
+
+class WorkerPool {
+ public:
+  static WorkerPool& shared() {
+    static WorkerPool* const instance = new WorkerPool();  // never destroyed: see stop()
+    return *instance;
+  }
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // The cores this process may run on (taskset, containers), not the machine's.
+  static int usable_cores() {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+    return std::max(1u, std::thread::hardware_concurrency());
+  }
+
+  // Workers including the caller, n >= 1. Waits for a running loop to finish.
+  void set_num_threads(int n) {
+    std::lock_guard<std::mutex> own(in_use_);
+    stop();
+    num_threads_ = std::max(1, n);
+  }
+  int num_threads() const { return num_threads_; }
+
+  // work(c) for every chunk c in [0, chunks), on up to num_threads() workers (the caller
+  // among them); returns when all are done. If chunks fail, the exception of the first
+  // failing chunk is rethrown (the same one whatever ran it).
+  void run(int chunks, const std::function<void(int)>& work) {
+    std::unique_lock<std::mutex> own(in_use_, std::defer_lock);
+    // A loop inside a chunk runs on its caller (in_chunk(): try_lock on a mutex the thread
+    // holds would be undefined).
+    if (chunks <= 1 || num_threads_ <= 1 || in_chunk() || !own.try_lock() || !start_workers()) {
+      for (int c = 0; c < chunks; ++c) work(c);
+      return;
+    }
+    failures_.assign(chunks, nullptr);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &work;
+      chunks_ = chunks;
+      next_.store(0, std::memory_order_relaxed);
+      open_ = true;
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    run_chunks(work, chunks);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = false;  // from here no worker joins this loop
+    }
+    for (long spins = 0; active_.load(std::memory_order_acquire) != 0; ++spins)
+      if (spins > 1000) std::this_thread::yield();
+    for (const std::exception_ptr& failure : failures_)
+      if (failure) std::rethrow_exception(failure);
+  }
+
+ private:
+  // How long a worker spins after a loop before it sleeps.
+  static constexpr std::chrono::microseconds kSpinTime{1000};
+
+  WorkerPool() : num_threads_(usable_cores()) {}
+
+  static bool& in_chunk() {
+    static thread_local bool inside = false;
+    return inside;
+  }
+
+  // Claims chunks until none are left.
+  void run_chunks(const std::function<void(int)>& work, int chunks) {
+    in_chunk() = true;
+    struct Leave {
+      ~Leave() { in_chunk() = false; }
+    } leave;
+    for (int c; (c = next_.fetch_add(1, std::memory_order_acq_rel)) < chunks;) {
+      try {
+        work(c);
+      } catch (...) {
+        failures_[c] = std::current_exception();
+      }
+    }
+  }
+
+  // Starts the num_threads() - 1 workers if they are not running; false if the system
+  // has no threads to give (then loops run on the caller alone).
+  bool start_workers() {
+    if (static_cast<int>(workers_.size()) == num_threads_ - 1) return true;
+    try {
+      quit_ = false;
+      // A new worker starts from the generation of now, not of when it first runs: a
+      // stop() before then must wake it (test_core_parallel.py,
+      // test_workers_stopped_before_they_ran_end).
+      const unsigned long now = generation_.load(std::memory_order_acquire);
+      for (int id = static_cast<int>(workers_.size()) + 1; id < num_threads_; ++id)
+        workers_.emplace_back([this, id, now] { serve(id, now); });
+    } catch (const std::system_error&) {
+      stop();
+      num_threads_ = 1;
+      return false;
+    }
+    return true;
+  }
+
+  // Ends the workers (with in_use_ held). The shared pool is never destroyed, so a
+  // process exit never joins threads that might be blocked.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      quit_ = true;
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  // Worker `id` (1 ...) takes part in loops of more than `id` chunks, from those posted
+  // after generation `seen`.
+  void serve(int id, unsigned long seen) {
+    for (;;) {
+      const auto idle_since = std::chrono::steady_clock::now();
+      for (long spins = 1; generation_.load(std::memory_order_acquire) == seen; ++spins)
+        if (spins % 256 == 0 && std::chrono::steady_clock::now() - idle_since > kSpinTime) {
+          std::unique_lock<std::mutex> lock(mutex_);
+          wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        }
+      const std::function<void(int)>* job;
+      int chunks;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        seen = generation_.load(std::memory_order_acquire);
+        if (quit_) return;
+        if (!open_ || id >= chunks_) continue;
+        active_.fetch_add(1, std::memory_order_acq_rel);
+        job = job_;
+        chunks = chunks_;
+      }
+      run_chunks(*job, chunks);
+      active_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  int num_threads_;
+  std::mutex in_use_;  // one loop at a time
+  std::mutex mutex_;   // job_, chunks_, open_, quit_; with wake_, the sleeping workers
+  std::condition_variable wake_;
+  const std::function<void(int)>* job_ = nullptr;
+  int chunks_ = 0;
+  bool open_ = false, quit_ = false;
+  std::atomic<unsigned long> generation_{0};
+  std::atomic<int> next_{0}, active_{0};
+  std::vector<std::exception_ptr> failures_;  // one per chunk
+  std::vector<std::thread> workers_;
+};
+
+// The sum over chunks of part(first, last) for `chunks` equal parts of [0, n), added in
+// chunk order: the same bits on any number of workers.
+template <class T, class Part>
+T sum_over_chunks(long n, int chunks, const Part& part) {
+  if (chunks <= 1) return part(0L, n);
+  std::vector<T> parts(chunks, T{});
+  WorkerPool::shared().run(chunks, [&](int c) {
+    parts[c] = part(chunk_begin(n, chunks, c), chunk_begin(n, chunks, c + 1));
+  });
+  T total = parts[0];
+  for (int c = 1; c < chunks; ++c) total = total + parts[c];
+  return total;
+}
+
+// rows(first, last) over `chunks` equal parts of [0, n), at once.
+template <class Rows>
+void for_chunks(long n, int chunks, const Rows& rows) {
+  if (chunks <= 1) return rows(0L, n);
+  WorkerPool::shared().run(chunks, [&](int c) {
+    rows(chunk_begin(n, chunks, c), chunk_begin(n, chunks, c + 1));
+  });
+}
+
+}  // namespace ms

@@ -1,0 +1,104 @@
+"""Parallel loops on any number of workers give the same bits (native/parallel/).
+
+Loops are cut into chunks by their length alone and what the chunks produce is combined
+in chunk order, so a bake on a 32-core farm node is the bake on a laptop.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import mass_spring as ms
+from mass_spring import presets
+from mass_spring.structure import build_system
+
+
+@pytest.fixture
+def restore_workers():
+    before = ms.get_num_threads()
+    yield
+    ms.set_num_threads(before)
+
+
+def folding_sheet(n: int):
+    """Flat, pinned by two corners of one side, under error control: it folds as it falls
+    (multigrid, chunked smoother, chunked assembly and products)."""
+    sheet = presets.cloth(n, spacing=1.0 / (n - 1), pins=(0, n - 1), shear_stiffness=200.0,
+                          bending_stiffness=5.0)
+    system = build_system(sheet)
+    system.tolerance = 1e-2
+    system.simulate(0.25, 6)
+    return system
+
+
+def long_bridge():
+    system = build_system(presets.bridge(width=120, height=10, spacing=0.1))
+    system.simulate(0.2, 10)
+    return system
+
+
+@pytest.mark.parametrize("make", [lambda: folding_sheet(65), long_bridge], ids=["sheet65", "bridge"])
+def test_any_number_of_workers_gives_the_same_bits(make, restore_workers):
+    runs = {}
+    for workers in (1, 2, 3, 4):
+        ms.set_num_threads(workers)
+        system = make()
+        assert len(system.masses) >= ms._core.SPLIT_MIN_MASSES  # the chunked loops ran
+        runs[workers] = (np.array(system.positions), np.array(system.velocities),
+                         system.stats["newton_iterations"], system.stats["steps"])
+    for workers in (2, 3, 4):
+        assert np.array_equal(runs[workers][0], runs[1][0]), f"{workers} workers: other positions"
+        assert np.array_equal(runs[workers][1], runs[1][1]), f"{workers} workers: other velocities"
+        assert runs[workers][2:] == runs[1][2:]
+    assert np.abs(runs[1][1]).max() > 0.1  # it moved
+
+
+def test_the_workers_can_be_set_and_read(restore_workers):
+    ms.set_num_threads(3)
+    assert ms.get_num_threads() == 3
+    ms.set_num_threads(1)
+    assert ms.get_num_threads() == 1
+    for bad in (0, -2, 100000):
+        with pytest.raises(ValueError, match="set_num_threads"):
+            ms.set_num_threads(bad)
+    assert ms.get_num_threads() == 1
+    assert ms.usable_cores() >= 1
+
+
+def _workers_in_fresh_process(value: str):
+    env = dict(os.environ, MASS_SPRING_NUM_THREADS=value)
+    return subprocess.run([sys.executable, "-c", "import mass_spring as ms; print(ms.get_num_threads())"],
+                          env=env, capture_output=True, text=True)
+
+
+def test_the_environment_sets_the_workers():
+    done = _workers_in_fresh_process("3")
+    assert done.returncode == 0 and done.stdout.strip() == "3"
+    default = _workers_in_fresh_process("")
+    assert default.stdout.strip() == str(ms.usable_cores())
+    for bad, says in (("lots", "whole number"), ("0", "must lie in")):
+        done = _workers_in_fresh_process(bad)
+        assert done.returncode != 0
+        assert f"MASS_SPRING_NUM_THREADS={bad!r}" in done.stderr and says in done.stderr
+
+
+def test_workers_stopped_before_they_ran_end(restore_workers):
+    # Before: a worker made by one loop and stopped by set_num_threads before it first
+    # ran waited for a loop that never came, and set_num_threads waited for it forever
+    # (two threads running systems and setting workers hung the suite one run in three).
+    import threading
+
+    def run():
+        for workers in (2, 3, 2, 4, 1, 2) * 5:
+            ms.set_num_threads(workers)
+            system = build_system(presets.cloth(40, spacing=0.025, pins=(0, 39)))
+            system.simulate(0.02, 2)
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "set_num_threads hung"
