@@ -7,7 +7,7 @@
 #include <sstream>
 #include <type_traits>
 
-#include "laws.hpp"
+#include "forces/laws.hpp"
 
 namespace ms {
 

@@ -1,13 +1,14 @@
 // A mass-spring system: the model (masses, fixes, springs, constraints, gravity), its
 // state, and the integrators that advance the state. Where its parts live:
-//   model.hpp      topology and parameters (value types)
-//   laws.hpp       the force laws of springs, ropes and rods (pure functions)
-//   state.hpp      the state, and the fixes' path during a simulate() call
-//   system.cpp     building with validation, state access, diagnostics
-//   assembly.cpp   forces, constraint values and the Newton matrix from the laws
-//   integrators.*  the table of integrators and the time stepping
-//   build.*        a system from vertex and edge arrays
-//   solver/        Newton's linear solver (LDL^T, multigrid, GMRES)
+//   model/          topology and parameters (value types), the state, building from arrays
+//   forces/         the force laws (pure functions) and assembly: forces, constraint
+//                   values and the Newton matrix from the laws
+//   contact/        colliders and the contact law
+//   time/           the table of integrators and the time stepping
+//   linear_solver/  Newton's linear solver (LDL^T, multigrid, GMRES)
+//   parallel/       loops in fixed chunks on the workers, the same bits on any number
+//   bindings/       the Python module
+//   system.cpp      building with validation, state access, diagnostics
 //
 // Unknowns: positions q of the masses (D per mass) and one multiplier per constraint.
 //     M q'' = F(q, q', lam) = f(q, q') - G^T lam,      g(q) = 0
@@ -24,13 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "contact.hpp"
-#include "integrators.hpp"
-#include "model.hpp"
+#include "contact/contact.hpp"
+#include "time/integrators.hpp"
+#include "model/model.hpp"
 #include "parallel/chunk_sums.hpp"
-#include "solver/krylov.hpp"
-#include "solver/newton_solver.hpp"
-#include "state.hpp"
+#include "linear_solver/krylov.hpp"
+#include "linear_solver/newton_solver.hpp"
+#include "model/state.hpp"
 
 namespace ms {
 

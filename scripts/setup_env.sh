@@ -143,7 +143,7 @@ PY
     fi
 
     if [ "$BUILD_CORE" = 1 ] && [ "$PORTABLE" = 0 ]; then
-        [ -n "$(ls native/*.cpp 2>/dev/null)" ] || die "native/*.cpp not found: the core's sources are missing from $REPO"
+        [ -f native/system.cpp ] || die "native/system.cpp not found: the core's sources are missing from $REPO"
         say "$dir: building the core (pip install .)"
         local t0=$SECONDS
         # Build requirements are already in the venv: no isolated build env (saves a

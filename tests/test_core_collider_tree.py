@@ -1,4 +1,4 @@
-"""The colliders' box tree (native/contact.cpp, BoxTree) finds what brute force finds.
+"""The colliders' box tree (native/contact/contact.cpp, BoxTree) finds what brute force finds.
 
 Every contact test goes through the tree; this one checks the tree alone, against a search
 over all triangles, on triangle soups where many boxes overlap and most points are near

@@ -1,4 +1,4 @@
-"""The elements' force laws alone (native/laws.hpp): closed forms and exact derivatives.
+"""The elements' force laws alone (native/forces/laws.hpp): closed forms and exact derivatives.
 
 Each law gives the force f on end a of an element from d = p_b - p_a and dv = v_b - v_a,
 with A = df/dd and B = df/ddv.

@@ -34,7 +34,7 @@ LINEAR_SOLVERS = ("auto", "direct", "multigrid")
 
 
 class IntegratorInfo(NamedTuple):
-    """One row of the core's integrator table (native/integrators.hpp)."""
+    """One row of the core's integrator table (native/time/integrators.hpp)."""
 
     name: str  # for set_integrator
     label: str  # for a user interface

@@ -5,7 +5,7 @@
 #include <Eigen/Core>
 #include <vector>
 
-#include "model.hpp"
+#include "model/model.hpp"
 
 namespace ms {
 

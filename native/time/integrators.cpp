@@ -7,7 +7,7 @@
 #include <limits>
 #include <sstream>
 
-#include "integrators.hpp"
+#include "time/integrators.hpp"
 #include "system.hpp"
 
 namespace ms {

@@ -1,6 +1,6 @@
 // Colliders: their geometry, motion and hierarchy, the nearest-point and tunnelling
 // queries, and the contact force law (contact.hpp).
-#include "contact.hpp"
+#include "contact/contact.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "laws.hpp"
+#include "forces/laws.hpp"
 #include "system.hpp"
 
 namespace ms {

@@ -12,7 +12,7 @@
 #include <array>
 #include <vector>
 
-#include "model.hpp"
+#include "model/model.hpp"
 
 namespace ms {
 

@@ -1,4 +1,4 @@
-#include "build.hpp"
+#include "model/build.hpp"
 
 #include <string>
 #include <vector>

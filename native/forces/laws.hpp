@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model.hpp"
+#include "model/model.hpp"
 
 namespace ms {
 

@@ -26,7 +26,7 @@
 #include <array>
 #include <vector>
 
-#include "element_matrix.hpp"
+#include "linear_solver/element_matrix.hpp"
 
 namespace ms {
 

@@ -1,10 +1,10 @@
 // NewtonLinearSolver: pattern set-up, factor reuse, GMRES and the fallbacks.
-#include "newton_solver.hpp"
+#include "linear_solver/newton_solver.hpp"
 
 #include <algorithm>
 #include <chrono>
 
-#include "krylov.hpp"
+#include "linear_solver/krylov.hpp"
 
 namespace ms {
 

@@ -1,4 +1,4 @@
-#include "multigrid.hpp"
+#include "linear_solver/multigrid.hpp"
 
 #include <algorithm>
 #include <atomic>

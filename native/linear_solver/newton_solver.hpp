@@ -8,8 +8,8 @@
 #include <Eigen/SparseLU>
 #include <vector>
 
-#include "element_matrix.hpp"
-#include "multigrid.hpp"
+#include "linear_solver/element_matrix.hpp"
+#include "linear_solver/multigrid.hpp"
 
 namespace ms {
 

@@ -11,10 +11,10 @@
 #include <memory>
 #include <sstream>
 
-#include "build.hpp"
-#include "integrators.hpp"
-#include "solver/krylov.hpp"
-#include "laws.hpp"
+#include "model/build.hpp"
+#include "time/integrators.hpp"
+#include "linear_solver/krylov.hpp"
+#include "forces/laws.hpp"
 #include "system.hpp"
 
 namespace py = pybind11;
