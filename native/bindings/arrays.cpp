@@ -1,0 +1,174 @@
+// Numpy access for big meshes: positions and velocities as arrays, systems from arrays
+// (mass_spring.from_arrays), and the state as a dict of arrays (checkpoints).
+#include "bindings/common.hpp"
+
+#include "model/build.hpp"
+
+namespace ms::bindings {
+
+namespace {
+
+template <int D>
+py::dict state_to_dict(const System<D>& s, const State<D>& st) {
+  const auto n = static_cast<py::ssize_t>(s.num_masses());
+  VectorXd fixes(D * s.num_fixes());
+  for (int k = 0; k < s.num_fixes(); ++k) fixes.template segment<D>(D * k) = st.fix_pos[k];
+  py::dict d;
+  d["dim"] = D;
+  d["time"] = st.time;
+  d["q"] = as_array(st.q, n, D);
+  d["v"] = as_array(st.v, n, D);
+  d["acc"] = as_array(st.acc, n, D);
+  d["aux"] = as_array(st.aux, n, D);
+  d["lam"] = as_array(st.lam, st.lam.size(), 0);
+  d["fix_pos"] = as_array(fixes, s.num_fixes(), D);
+  d["consistent"] = st.consistent;
+  return d;
+}
+
+template <class T>
+T state_field(const py::dict& d, const char* key, const char* expected) {
+  if (!d.contains(key)) throw InputError(std::string("state: missing '") + key + "'");
+  try {
+    return d[key].cast<T>();
+  } catch (const std::exception&) {  // pybind11's cast_error, numpy's conversion errors
+    throw InputError(std::string("state: '") + key + "' must be " + expected + ", got " +
+                     std::string(py::str(py::type::of(d[key]).attr("__name__"))));
+  }
+}
+
+template <int D>
+void state_from_dict(System<D>& s, const py::dict& d) {
+  if (state_field<int>(d, "dim", "an integer") != D)
+    throw InputError("state: made by a system of another dimension");
+  State<D> st;
+  const Eigen::Index n = D * s.num_masses();
+  const char* array = "an array of numbers";
+  st.time = state_field<double>(d, "time", "a number");
+  st.q = from_array(state_field<Arr>(d, "q", array), n, "state q");
+  st.v = from_array(state_field<Arr>(d, "v", array), n, "state v");
+  st.acc = from_array(state_field<Arr>(d, "acc", array), n, "state acc");
+  st.aux = from_array(state_field<Arr>(d, "aux", array), n, "state aux");
+  st.lam = from_array(state_field<Arr>(d, "lam", array),
+                      static_cast<Eigen::Index>(s.constraints().size()), "state lam");
+  const VectorXd fixes =
+      from_array(state_field<Arr>(d, "fix_pos", array), D * s.num_fixes(), "state fix_pos");
+  for (int k = 0; k < s.num_fixes(); ++k) st.fix_pos.push_back(fixes.template segment<D>(D * k));
+  st.consistent = state_field<bool>(d, "consistent", "True or False");
+  s.set_state(st);
+}
+
+template <class T, class Array>
+ArrayView<T> view(const Array& a) {
+  return {a.data(), static_cast<std::size_t>(a.size())};
+}
+
+// mass_spring.from_arrays normalizes the arrays and checks them with vertex- and
+// edge-based messages; build_from_arrays checks sizes, indices and values again.
+template <int D>
+std::shared_ptr<System<D>> system_from_arrays(const Arr& positions, const Arr& masses,
+                                              const MaskArr& fixed, const Arr& velocities,
+                                              const IdxArr& springs, const Arr& stiffness,
+                                              const Arr& rest, const Arr& damping,
+                                              const MaskArr& rope, const IdxArr& constraints,
+                                              const Arr& clength) {
+  MeshArrays arrays;
+  arrays.positions = view<double>(positions);
+  arrays.masses = view<double>(masses);
+  arrays.fixed = view<bool>(fixed);
+  arrays.velocities = view<double>(velocities);
+  arrays.springs = view<long long>(springs);
+  arrays.stiffness = view<double>(stiffness);
+  arrays.rest_length = view<double>(rest);
+  arrays.damping = view<double>(damping);
+  arrays.rope = view<bool>(rope);
+  arrays.constraints = view<long long>(constraints);
+  arrays.constraint_length = view<double>(clength);
+  auto system = std::make_shared<System<D>>();
+  build_from_arrays<D>(*system, arrays);
+  return system;
+}
+
+}  // namespace
+
+template <int D>
+void bind_arrays(SystemClass<D>& cls) {
+  using S = System<D>;
+  cls
+      .def_property(
+          "positions",
+          [](const S& s) { return as_array(s.state().q, s.num_masses(), D); },
+          [](S& s, const Arr& a) {
+            const VectorXd x = from_array(a, D * s.num_masses(), "positions");
+            for (int i = 0; i < s.num_masses(); ++i) s.set_pos(i, x.template segment<D>(D * i));
+          })
+      .def_property(
+          "velocities",
+          [](const S& s) { return as_array(s.state().v, s.num_masses(), D); },
+          [](S& s, const Arr& a) {
+            const VectorXd x = from_array(a, D * s.num_masses(), "velocities");
+            for (int i = 0; i < s.num_masses(); ++i) s.set_vel(i, x.template segment<D>(D * i));
+          })
+      .def_property(
+          "fix_positions",
+          [](const S& s) {
+            VectorXd x(D * s.num_fixes());
+            for (int k = 0; k < s.num_fixes(); ++k) x.template segment<D>(D * k) = s.fix_pos(k);
+            return as_array(x, s.num_fixes(), D);
+          },
+          [](S& s, const Arr& a) {
+            const VectorXd x = from_array(a, D * s.num_fixes(), "fix_positions");
+            for (int k = 0; k < s.num_fixes(); ++k)
+              s.set_fix_pos(k, x.template segment<D>(D * k));
+          })
+      .def("vertex_positions",
+           [](const S& s) {
+             const int n = s.num_vertices();
+             VectorXd x(D * n);
+             for (int i = 0; i < n; ++i) x.template segment<D>(D * i) = s.vertex_pos(i);
+             return as_array(x, n, D);
+           },
+           "Positions of all vertices (masses and fixes) in vertex order, shape (N, D).")
+      .def("vertex_velocities",
+           [](const S& s) {
+             const int n = s.num_vertices();
+             VectorXd x = VectorXd::Zero(D * n);
+             for (int i = 0; i < n; ++i) {
+               const Connector c = s.vertex(i);
+               if (c.type == MASS) x.template segment<D>(D * i) = s.vel(c.nr);
+             }
+             return as_array(x, n, D);
+           },
+           "Velocities of all vertices in vertex order (zero for fixes), shape (N, D).")
+      .def_property_readonly("fixed_vertices",
+                             [](const S& s) {
+                               std::vector<long long> idx;
+                               const auto& vertices = s.vertices_from_arrays();
+                               for (std::size_t i = 0; i < vertices.size(); ++i)
+                                 if (vertices[i].type == FIX) idx.push_back(i);
+                               return py::array_t<long long>(idx.size(), idx.data());
+                             })
+      .def_property_readonly("mass_vertices",
+                             [](const S& s) {
+                               std::vector<long long> idx;
+                               const auto& vertices = s.vertices_from_arrays();
+                               for (std::size_t i = 0; i < vertices.size(); ++i)
+                                 if (vertices[i].type == MASS) idx.push_back(i);
+                               return py::array_t<long long>(idx.size(), idx.data());
+                             })
+      .def_static("_build_from_arrays", &system_from_arrays<D>)
+      // -- checkpoint
+      .def("get_state", [](const S& s) { return state_to_dict(s, s.state()); },
+           "The state: a dict of numpy arrays and floats, everything set_state needs to "
+           "continue from here. Reading it changes nothing.")
+      .def("checkpoint", [](S& s) { return state_to_dict(s, s.checkpoint()); },
+           "get_state() as a restart point: also restarts the linear solver's reuse of its "
+           "factor, so that continuing from here and from set_state(checkpoint) into any "
+           "identical system give bit-identical runs.")
+      .def("set_state", &state_from_dict<D>, py::arg("state"));
+}
+
+template void bind_arrays<2>(SystemClass<2>&);
+template void bind_arrays<3>(SystemClass<3>&);
+
+}  // namespace ms::bindings

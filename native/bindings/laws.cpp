@@ -1,0 +1,81 @@
+// mass_spring._core.laws: the elements' force laws as pure functions, for tests.
+#include "bindings/common.hpp"
+
+#include "forces/laws.hpp"
+
+namespace ms::bindings {
+
+namespace {
+
+py::array_t<double> matrix_array(const double* data, int rows, int cols) {
+  py::array_t<double> a({rows, cols});
+  // Eigen is column-major, numpy row-major.
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) a.mutable_at(r, c) = data[r + rows * c];
+  return a;
+}
+
+template <int D>
+py::tuple element_force_tuple(const ElementForce<D>& e) {
+  return py::make_tuple(as_array(e.f, D, 0), matrix_array(e.A.data(), D, D),
+                        matrix_array(e.B.data(), D, D));
+}
+
+template <class F2, class F3>
+auto by_dimension(const Arr& d, F2 f2, F3 f3) {
+  if (d.size() == 2) return f2(Vec<2>(Eigen::Map<const Vec<2>>(d.data())));
+  if (d.size() == 3) return f3(Vec<3>(Eigen::Map<const Vec<3>>(d.data())));
+  throw InputError("d must have 2 or 3 coordinates, got " + std::to_string(d.size()));
+}
+
+}  // namespace
+
+void bind_laws(py::module_& m) {
+  m.doc() = "The elements' force laws as pure functions (see native/forces/laws.hpp).";
+  m.def(
+      "spring_force",
+      [](double length, double stiffness, double damping, bool rope, const Arr& d,
+         const Arr& dv, bool definite) {
+        const Spring s{length, stiffness, damping, rope, {}};
+        if (dv.size() != d.size()) throw InputError("d and dv must have the same size");
+        return by_dimension(
+            d,
+            [&](const Vec<2>& x) {
+              return element_force_tuple<2>(
+                  spring_force<2>(s, x, Eigen::Map<const Vec<2>>(dv.data()), definite));
+            },
+            [&](const Vec<3>& x) {
+              return element_force_tuple<3>(
+                  spring_force<3>(s, x, Eigen::Map<const Vec<3>>(dv.data()), definite));
+            });
+      },
+      py::arg("length"), py::arg("stiffness"), py::arg("damping"), py::arg("rope"), py::arg("d"),
+      py::arg("dv"), py::arg("definite") = false,
+      "Force f on end a of a spring (rope: tension only) with d = p_b - p_a, dv = v_b - v_a, "
+      "and A = df/dd, B = df/ddv: (f, A, B).");
+  m.def(
+      "spring_energy",
+      [](double length, double stiffness, bool rope, double stretch) {
+        return spring_energy(Spring{length, stiffness, 0.0, rope, {}}, stretch);
+      },
+      py::arg("length"), py::arg("stiffness"), py::arg("rope"), py::arg("stretch"));
+  m.def("rope_band", &rope_band, py::arg("length"));
+  m.def(
+      "rod_terms",
+      [](double length, const Arr& d, double lam, bool definite) {
+        return by_dimension(
+            d,
+            [&](const Vec<2>& x) {
+              const RodTerms<2> r = rod_terms<2>(length, x, lam, definite);
+              return py::make_tuple(r.g, as_array(r.grad, 2, 0), element_force_tuple<2>(r.force));
+            },
+            [&](const Vec<3>& x) {
+              const RodTerms<3> r = rod_terms<3>(length, x, lam, definite);
+              return py::make_tuple(r.g, as_array(r.grad, 3, 0), element_force_tuple<3>(r.force));
+            });
+      },
+      py::arg("length"), py::arg("d"), py::arg("lam"), py::arg("definite") = false,
+      "Rod in squared form: (g, dg/dp_b, (f, A, B)) with f = lam dg/dp_b on end a.");
+}
+
+}  // namespace ms::bindings

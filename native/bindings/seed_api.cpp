@@ -1,0 +1,327 @@
+// The seed API: Mass, Fix, Spring, Chain and DistanceConstraint, and the systems' building
+// (add), live element lists and energies, as the seed documents use them.
+#include "bindings/common.hpp"
+
+#include <cmath>
+#include <sstream>
+
+namespace ms::bindings {
+
+std::string connector_repr(const Connector& c) {
+  return std::string("Connector(") + (c.type == FIX ? "FIX" : "MASS") + ", " +
+         std::to_string(c.nr) + ")";
+}
+
+py::array_t<double> as_array(const VectorXd& x, py::ssize_t rows, py::ssize_t cols) {
+  py::array_t<double> a(cols > 0 ? std::vector<py::ssize_t>{rows, cols}
+                                 : std::vector<py::ssize_t>{rows});
+  std::copy(x.data(), x.data() + x.size(), a.mutable_data());
+  return a;
+}
+
+VectorXd from_array(const Arr& a,
+                    Eigen::Index expected, const std::string& what) {
+  if (a.size() != expected)
+    throw InputError(what + ": expected " + std::to_string(expected) + " values, got " +
+                     std::to_string(a.size()));
+  VectorXd x(expected);
+  std::copy(a.data(), a.data() + expected, x.data());
+  if (!x.allFinite()) throw InputError(what + ": contains NaN or Inf");
+  return x;
+}
+
+namespace {
+
+// Live views into a system: they hold the system alive and read through to its state.
+template <int D>
+struct MassRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+};
+template <int D>
+struct FixRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+};
+template <int D>
+struct SpringRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+  const Spring& get() const { return sys->springs()[i]; }
+};
+template <int D>
+struct ConstraintRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+};
+template <int D, class Ref>
+struct ListView {
+  std::shared_ptr<System<D>> sys;
+  int (*count)(const System<D>&);
+};
+
+template <int D, class Ref>
+void bind_list(py::module_& m, const std::string& name) {
+  using L = ListView<D, Ref>;
+  py::class_<L>(m, name.c_str())
+      .def("__len__", [](const L& l) { return l.count(*l.sys); })
+      .def("__getitem__",
+           [](const L& l, int i) {
+             const int n = l.count(*l.sys);
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw py::index_error("index out of range");
+             return Ref{l.sys, i};
+           })
+      .def("__iter__", [](const L& l) {
+        py::list items;
+        for (int i = 0; i < l.count(*l.sys); ++i) items.append(Ref{l.sys, i});
+        return py::iter(items);
+      });
+}
+
+std::array<Connector, 2> pair_of(const py::sequence& c, const char* what) {
+  if (py::len(c) != 2)
+    throw InputError(std::string(what) + ": connectors must be a pair (a, b)");
+  try {
+    return {c[0].cast<Connector>(), c[1].cast<Connector>()};
+  } catch (const py::cast_error&) {
+    // e.g. Spring(1, 1, [0, 1]): vertex numbers where connectors belong
+    throw InputError(std::string(what) +
+                     ": connectors must be the pair returned by add(Mass(...)) / add(Fix(...)), "
+                     "got " + std::string(py::str(py::type::of(c[0]).attr("__name__"))) +
+                     " and " + std::string(py::str(py::type::of(c[1]).attr("__name__"))));
+  }
+}
+
+}  // namespace
+
+void bind_elements(py::module_& m) {
+  py::class_<Connector>(m, "Connector")
+      .def(py::init([](int type, int nr) {
+             if (type != FIX && type != MASS)
+               throw InputError("Connector type must be FIX (1) or MASS (2)");
+             return Connector{type, nr, 0};
+           }),
+           py::arg("type"), py::arg("nr"))
+      .def_readonly("type", &Connector::type)
+      .def_readonly("nr", &Connector::nr)
+      .def_property_readonly_static("FIX", [](py::object) { return static_cast<int>(FIX); })
+      .def_property_readonly_static("MASS", [](py::object) { return static_cast<int>(MASS); })
+      .def("__eq__",
+           [](const Connector& a, const Connector& b) {
+             return a.type == b.type && a.nr == b.nr && a.owner == b.owner;
+           })
+      .def("__hash__", [](const Connector& c) { return py::hash(py::make_tuple(c.type, c.nr)); })
+      .def("__repr__", &connector_repr);
+
+  py::class_<MassSpec>(m, "Mass")
+      .def(py::init([](double mass, std::vector<double> pos, py::object vel) {
+             MassSpec s{mass, std::move(pos), {}};
+             if (!(std::isfinite(mass) && mass > 0))
+               throw InputError("Mass: mass must be positive, got " + std::to_string(mass));
+             if (!vel.is_none()) s.vel = vel.cast<std::vector<double>>();
+             return s;
+           }),
+           py::arg("mass"), py::arg("pos"), py::arg("vel") = py::none())
+      .def_readwrite("mass", &MassSpec::mass)
+      .def_readwrite("pos", &MassSpec::pos)
+      .def_readwrite("vel", &MassSpec::vel);
+
+  py::class_<FixSpec>(m, "Fix")
+      .def(py::init([](std::vector<double> pos) { return FixSpec{std::move(pos)}; }),
+           py::arg("pos"))
+      .def_readwrite("pos", &FixSpec::pos);
+
+  auto make_spring = [](double length, double stiffness, const py::sequence& c, double damping,
+                        bool rope) {
+    Spring s;
+    s.length = length;
+    s.stiffness = stiffness;
+    s.damping = damping;
+    s.rope = rope;
+    s.c = pair_of(c, rope ? "Chain" : "Spring");
+    return s;
+  };
+  py::class_<Spring>(m, "Spring")
+      .def(py::init([make_spring](double length, double stiffness, const py::sequence& c,
+                                  double damping) {
+             return make_spring(length, stiffness, c, damping, false);
+           }),
+           py::arg("length"), py::arg("stiffness"), py::arg("connectors"),
+           py::arg("damping") = 0.0)
+      .def_readonly("length", &Spring::length)
+      .def_readonly("stiffness", &Spring::stiffness)
+      .def_readonly("damping", &Spring::damping)
+      .def_property_readonly("connectors",
+                             [](const Spring& s) { return py::make_tuple(s.c[0], s.c[1]); });
+
+  py::class_<ChainSpec>(m, "Chain", "A rope link: pulls when stretched, slack when compressed.")
+      .def(py::init([make_spring](double length, double stiffness, const py::sequence& c,
+                                  double damping) {
+             return ChainSpec{make_spring(length, stiffness, c, damping, true)};
+           }),
+           py::arg("length"), py::arg("stiffness"), py::arg("connectors"),
+           py::arg("damping") = 0.0)
+      .def_property_readonly("length", [](const ChainSpec& s) { return s.spring.length; })
+      .def_property_readonly("stiffness", [](const ChainSpec& s) { return s.spring.stiffness; });
+
+  py::class_<DistanceConstraint>(m, "DistanceConstraint")
+      .def(py::init([](double length, const py::sequence& c) {
+             return DistanceConstraint{length, pair_of(c, "DistanceConstraint")};
+           }),
+           py::arg("length"), py::arg("connectors"))
+      .def(py::init([](const Connector& a, const Connector& b, double length) {
+             return DistanceConstraint{length, {a, b}};
+           }),
+           py::arg("c1"), py::arg("c2"), py::arg("length"))
+      .def_readonly("length", &DistanceConstraint::length)
+      .def_property_readonly("c1", [](const DistanceConstraint& d) { return d.c[0]; })
+      .def_property_readonly("c2", [](const DistanceConstraint& d) { return d.c[1]; });
+}
+
+template <int D>
+void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name) {
+  using S = System<D>;
+  using SP = std::shared_ptr<S>;
+  const std::string suffix = std::to_string(D) + "d";
+
+  py::class_<MassRef<D>>(m, ("MassView" + suffix).c_str())
+      .def_property(
+          "mass", [](const MassRef<D>& r) { return r.sys->mass(r.i); },
+          [](const MassRef<D>& r, double x) { r.sys->set_mass(r.i, x); })
+      .def_property(
+          "pos", [](const MassRef<D>& r) { return to_tuple<D>(r.sys->pos(r.i)); },
+          [](const MassRef<D>& r, const std::vector<double>& x) {
+            r.sys->set_pos(r.i, to_vec<D>(x, "Mass " + std::to_string(r.i) + " pos"));
+          })
+      .def_property(
+          "vel", [](const MassRef<D>& r) { return to_tuple<D>(r.sys->vel(r.i)); },
+          [](const MassRef<D>& r, const std::vector<double>& x) {
+            r.sys->set_vel(r.i, to_vec<D>(x, "Mass " + std::to_string(r.i) + " vel"));
+          })
+      .def_property_readonly("nr", [](const MassRef<D>& r) { return r.i; })
+      .def("__repr__", [](const MassRef<D>& r) {
+        std::ostringstream s;
+        s << "Mass(" << r.sys->mass(r.i) << ", " << py::str(to_tuple<D>(r.sys->pos(r.i)))
+          << ")";
+        return s.str();
+      });
+
+  py::class_<FixRef<D>>(m, ("FixView" + suffix).c_str())
+      .def_property(
+          "pos", [](const FixRef<D>& r) { return to_tuple<D>(r.sys->fix_pos(r.i)); },
+          [](const FixRef<D>& r, const std::vector<double>& x) {
+            r.sys->set_fix_pos(r.i, to_vec<D>(x, "Fix " + std::to_string(r.i) + " pos"));
+          },
+          "Anchor position. Written between simulate() calls, the fix moves linearly to it "
+          "during the next call.")
+      .def_property_readonly("nr", [](const FixRef<D>& r) { return r.i; })
+      .def("__repr__", [](const FixRef<D>& r) {
+        return "Fix(" + std::string(py::str(to_tuple<D>(r.sys->fix_pos(r.i)))) + ")";
+      });
+
+  py::class_<SpringRef<D>>(m, ("SpringView" + suffix).c_str())
+      .def_property_readonly("length", [](const SpringRef<D>& r) { return r.get().length; })
+      .def_property_readonly("stiffness",
+                             [](const SpringRef<D>& r) { return r.get().stiffness; })
+      .def_property_readonly("damping", [](const SpringRef<D>& r) { return r.get().damping; })
+      .def_property_readonly("is_chain", [](const SpringRef<D>& r) { return r.get().rope; })
+      .def_property_readonly("connectors",
+                             [](const SpringRef<D>& r) {
+                               return py::make_tuple(r.get().c[0], r.get().c[1]);
+                             })
+      .def_property_readonly("c1", [](const SpringRef<D>& r) { return r.get().c[0]; })
+      .def_property_readonly("c2", [](const SpringRef<D>& r) { return r.get().c[1]; });
+
+  py::class_<ConstraintRef<D>>(m, ("ConstraintView" + suffix).c_str())
+      .def_property_readonly(
+          "length", [](const ConstraintRef<D>& r) { return r.sys->constraints()[r.i].length; })
+      .def_property_readonly(
+          "c1", [](const ConstraintRef<D>& r) { return r.sys->constraints()[r.i].c[0]; })
+      .def_property_readonly(
+          "c2", [](const ConstraintRef<D>& r) { return r.sys->constraints()[r.i].c[1]; })
+      .def_property_readonly(
+          "connectors",
+          [](const ConstraintRef<D>& r) {
+            const auto& c = r.sys->constraints()[r.i];
+            return py::make_tuple(c.c[0], c.c[1]);
+          })
+      .def_property_readonly(
+          "force", [](const ConstraintRef<D>& r) { return r.sys->constraint_force(r.i); },
+          "Rod tension (positive pulls the ends together) at the current time; before the "
+          "first step, solved for at that instant.");
+
+  bind_list<D, MassRef<D>>(m, "MassList" + suffix);
+  bind_list<D, FixRef<D>>(m, "FixList" + suffix);
+  bind_list<D, SpringRef<D>>(m, "SpringList" + suffix);
+  bind_list<D, ConstraintRef<D>>(m, "ConstraintList" + suffix);
+
+  cls
+      .def(py::init<>())
+      .def_property_readonly_static("dim", [](py::object) { return D; })
+      .def_property(
+          "gravity", [](const S& s) { return to_tuple<D>(s.gravity); },
+          [](S& s, const std::vector<double>& g) {
+            s.gravity = to_vec<D>(g, "gravity");
+            if (!s.gravity.allFinite()) throw InputError("gravity contains NaN or Inf");
+            // 1e6 m/s^2 (1e5 g): beyond it a step's round-off swamps any motion.
+            if (s.gravity.norm() > 1e6)
+              throw InputError("gravity beyond 1e6 m/s^2 (got " + std::to_string(s.gravity.norm()) +
+                               "): use metres and seconds");
+          })
+      // -- building
+      .def("add",
+           [](S& s, const MassSpec& x) {
+             return s.add_mass(x.mass, to_vec<D>(x.pos, "Mass pos"),
+                               x.vel.empty() ? Vec<D>::Zero() : to_vec<D>(x.vel, "Mass vel"));
+           })
+      .def("add", [](S& s, const FixSpec& x) { return s.add_fix(to_vec<D>(x.pos, "Fix pos")); })
+      .def("add", [](S& s, const Spring& x) { return s.add_spring(x); })
+      .def("add", [](S& s, const ChainSpec& x) { return s.add_spring(x.spring); })
+      .def("add", [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
+      .def("addDistanceConstraint",
+           [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
+      // -- live lists
+      .def_property_readonly("masses",
+                             [](const SP& s) {
+                               return ListView<D, MassRef<D>>{
+                                   s, [](const S& x) { return x.num_masses(); }};
+                             })
+      .def_property_readonly("fixes",
+                             [](const SP& s) {
+                               return ListView<D, FixRef<D>>{
+                                   s, [](const S& x) { return x.num_fixes(); }};
+                             })
+      .def_property_readonly("springs",
+                             [](const SP& s) {
+                               return ListView<D, SpringRef<D>>{s, [](const S& x) {
+                                 return static_cast<int>(x.springs().size());
+                               }};
+                             })
+      .def_property_readonly("constraints",
+                             [](const SP& s) {
+                               return ListView<D, ConstraintRef<D>>{s, [](const S& x) {
+                                 return static_cast<int>(x.constraints().size());
+                               }};
+                             });
+  cls.def("kinetic_energy", &S::kinetic_energy)
+      .def("potential_energy", &S::potential_energy)
+      .def("energy", &S::total_energy)
+      .def("max_constraint_violation", &S::max_constraint_violation)
+      .def_property_readonly("constraint_forces",
+                             [](S& s) {
+                               const VectorXd f = s.constraint_forces();
+                               return as_array(f, f.size(), 0);
+                             })
+      .def("__repr__", [name](const S& s) {
+        return name + "(" + std::to_string(s.num_masses()) + " masses, " +
+               std::to_string(s.num_fixes()) + " fixes, " + std::to_string(s.springs().size()) +
+               " springs, " + std::to_string(s.constraints().size()) + " constraints, t=" +
+               std::to_string(s.time()) + ")";
+      });;
+}
+
+template void bind_seed_api<2>(py::module_&, SystemClass<2>&, const std::string&);
+template void bind_seed_api<3>(py::module_&, SystemClass<3>&, const std::string&);
+
+}  // namespace ms::bindings
