@@ -298,6 +298,21 @@ class System {
                                const FixPath<D>& path, VectorXd& acc, VectorXd& lam);
   // Sets acc, lam and the generalized-alpha auxiliary for steps of size h (0: aux = acc).
   void make_consistent(const FixPath<D>& path, double h);
+  // An implicit step in its pieces: predict (the step's known part from the state, and
+  // the largest |acc| of the state), Newton on the new acceleration (implicit_step), and
+  // commit_step (the state at t1 from the accepted acceleration).
+  NewmarkStep predict(double h, IntegratorKind kind, double& acc_max) const;
+  void commit_step(const NewmarkStep& step, const VectorXd& q1, const VectorXd& v1, const VectorXd& acc,
+                   const VectorXd& lam, double t1);
+  // Newton's residual at (F, g, acc) into rhs (minus the residual (M acc - F, g / bq)):
+  // the largest force and constraint residuals against their tolerances (<= 1:
+  // converged), the sum of the squared accelerations the force rows stand for, and the
+  // force round-off they were measured against.
+  struct NewtonResidual {
+    double force_err = 0, constraint_err = 0, acceleration_squares = 0, round_off = 0;
+  };
+  NewtonResidual newton_residual(const VectorXd& F, const VectorXd& g, const VectorXd& acc, double q_max,
+                                 double acc_tol, double pos_tol, double bq, VectorXd& rhs) const;
   bool implicit_step(double h, const FixPath<D>& path, std::string& why);
   // Size of a Newton correction (accelerations and multipliers) as the force it stands
   // for, m da + G^T dlam, in units of the acceleration tolerance.

@@ -30,14 +30,6 @@ IntegratorKind integrator_from_name(const std::string& name) {
 
 namespace {
 
-// One step of the Newmark family written as
-//     q1 = q_pred + bq * acc1,   v1 = v_pred + bv * acc1,   aux1 = c * acc1 + w
-// where acc1 is the new true acceleration (the Newton unknown).
-struct NewmarkStep {
-  VectorXd q_pred, v_pred, w;
-  double bq = 0, bv = 0, c = 1;
-};
-
 // Generalized-alpha in the Chung-Hulbert / Arnold-Bruls form: equilibrium at t_{n+1},
 // (1 - am) aux_{n+1} + am aux_n = (1 - af) acc_{n+1} + af acc_n.
 struct AlphaParameters {
@@ -156,12 +148,11 @@ double System<D>::correction_error(const VectorXd& delta, double acc_tol, double
 }
 
 template <int D>
-bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
+NewmarkStep System<D>::predict(double h, IntegratorKind kind, double& acc_max) const {
   const State<D>& s = state_;
   const int nm = D * num_masses();
   NewmarkStep step;
-  double acc_max = -1;  // of s.acc, where the step's set-up reads it anyway
-  const IntegratorKind kind = step_kind(h, path);
+  acc_max = -1;
   if (kind == IntegratorKind::ImplicitEuler) {
     step.q_pred = s.q + h * s.v;
     step.v_pred = s.v;
@@ -189,6 +180,75 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
     step.bq = h * h * p.beta * step.c;
     step.bv = h * p.gamma * step.c;
   }
+  if (acc_max < 0) acc_max = s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0;
+  return step;
+}
+
+template <int D>
+void System<D>::commit_step(const NewmarkStep& step, const VectorXd& q1, const VectorXd& v1,
+                            const VectorXd& acc, const VectorXd& lam, double t1) {
+  const int nm = D * num_masses();
+  // Copied into the state's own vectors, in chunks: they keep their memory, which a
+  // read from another thread while simulate() runs may hold.
+  state_.aux.resize(nm);
+  in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
+    state_.q.segment(at, size) = q1.segment(at, size);
+    state_.v.segment(at, size) = v1.segment(at, size);
+    state_.aux.segment(at, size) = step.c * acc.segment(at, size) + step.w.segment(at, size);
+    state_.acc.segment(at, size) = acc.segment(at, size);
+    return 0.0;
+  });
+  state_.lam = lam;
+  state_.time = t1;
+}
+
+template <int D>
+typename System<D>::NewtonResidual System<D>::newton_residual(const VectorXd& F, const VectorXd& g, const VectorXd& acc,
+                                                             double q_max, double acc_tol, double pos_tol, double bq,
+                                                             VectorXd& rhs) const {
+  const int nm = D * num_masses(), nc = static_cast<int>(constraints_.size());
+  // Residual; the constraint row is divided by bq so the Newton matrix
+  // [M - bq dF/dq - bv dF/dv, G^T; G, 0] does not degenerate as h -> 0.
+  // Round-off of the residual: of the element forces themselves, and of spring
+  // elongations computed from coordinates of size |q| (stiff springs far from 0).
+  const double q_size = q_max + length_scale_;
+  const double round_off = 1e-13 * element_force_scale_ + 1e-13 * max_stiffness_ * q_size;
+  const double g_floor = 1e-13 * q_size;
+  // The largest residual against its tolerance (<= 1: converged), and the sum of the
+  // squared accelerations it stands for (rms_acceleration's, in the same pass).
+  const MassPartial forces = in_mass_chunks([&](int first, int last) {
+    MassPartial found;
+    for (int i = first; i < last; ++i) {
+      double largest = 0, squares = 0;  // of the mass's components: one division per mass
+      for (int k = 0; k < D; ++k) {
+        const int r = D * i + k;
+        rhs(r) = F(r) - mass_[i] * acc(r);
+        largest = std::max(largest, std::abs(rhs(r)));
+        squares += rhs(r) * rhs(r);
+      }
+      found.max = std::max(found.max, largest / std::max(mass_[i] * acc_tol, round_off));
+      found.sum += squares / (mass_[i] * mass_[i]);
+    }
+    return found;
+  });
+  NewtonResidual out;
+  out.round_off = round_off;
+  out.force_err = forces.max;
+  out.acceleration_squares = forces.sum;
+  for (int j = 0; j < nc; ++j) {
+    rhs(nm + j) = -g(j) / bq;
+    out.constraint_err = std::max(out.constraint_err, std::abs(g(j)) / std::max(pos_tol, g_floor));
+  }
+  return out;
+}
+
+template <int D>
+bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
+  const State<D>& s = state_;
+  const int nm = D * num_masses();
+  const IntegratorKind kind = step_kind(h, path);
+  double acc_max;
+  const NewmarkStep step = predict(h, kind, acc_max);
 
   const double t1 = s.time + h;
   // Convergence is measured in two units. Positions: every constraint and the position
@@ -198,7 +258,6 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   // many small steps. Round-off bounds both from below. In stiff springs the size of the
   // Newton correction stands in for the force residual (see below).
   const double pos_tol = newton_tol * length_scale_;  // rods: as tight as without control
-  if (acc_max < 0) acc_max = s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0;
   const double a_ref = std::max({gravity.norm(), acc_max, 1e-3 * length_scale_});
   const double acc_tol = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
   const int nc = static_cast<int>(constraints_.size());
@@ -246,42 +305,14 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g, lin_);
     check_residual_first = false;
     if (it == 0) lin_.renew_smoother();
-    // Residual; the constraint row is divided by bq so the Newton matrix
-    // [M - bq dF/dq - bv dF/dv, G^T; G, 0] does not degenerate as h -> 0.
-    // Round-off of the residual: of the element forces themselves, and of spring
-    // elongations computed from coordinates of size |q| (stiff springs far from 0).
-    const double q_size = q_max + length_scale_;
-    const double round_off = 1e-13 * element_force_scale_ + 1e-13 * max_stiffness_ * q_size;
-    const double g_floor = 1e-13 * q_size;
-    // The largest residual against its tolerance (<= 1: converged), and the sum of the
-    // squared accelerations it stands for (rms_acceleration's, in the same pass).
-    const MassPartial residual = in_mass_chunks([&](int first, int last) {
-      MassPartial found;
-      for (int i = first; i < last; ++i) {
-        double largest = 0, squares = 0;  // of the mass's components: one division per mass
-        for (int k = 0; k < D; ++k) {
-          const int r = D * i + k;
-          rhs(r) = F(r) - mass_[i] * acc(r);
-          largest = std::max(largest, std::abs(rhs(r)));
-          squares += rhs(r) * rhs(r);
-        }
-        found.max = std::max(found.max, largest / std::max(mass_[i] * acc_tol, round_off));
-        found.sum += squares / (mass_[i] * mass_[i]);
-      }
-      return found;
-    });
-    const double force_err = residual.max;
-    double constraint_err = 0;  // <= 1: converged
-    for (int j = 0; j < nc; ++j) {
-      rhs(nm + j) = -g(j) / step.bq;
-      constraint_err = std::max(constraint_err, std::abs(g(j)) / std::max(pos_tol, g_floor));
-    }
-    const double err = std::max(force_err, constraint_err);
+    const NewtonResidual residual = newton_residual(F, g, acc, q_max, acc_tol, pos_tol, step.bq, rhs);
+    const double round_off = residual.round_off, constraint_err = residual.constraint_err;
+    const double err = std::max(residual.force_err, constraint_err);
     // Error control only; the constraint rows are not accelerations (rms_acceleration).
-    if (tolerance > 0) newton_test.add_residual(std::sqrt(residual.sum / std::max(num_masses(), 1)));
+    if (tolerance > 0) newton_test.add_residual(std::sqrt(residual.acceleration_squares / std::max(num_masses(), 1)));
     // A NaN in the force rows makes the sum NaN (a maximum may pass over it); only a sum
     // that is not finite needs the rows read again.
-    const bool finite = (std::isfinite(residual.sum) || rhs.head(nm).allFinite()) && rhs.tail(nc).allFinite();
+    const bool finite = (std::isfinite(residual.acceleration_squares) || rhs.head(nm).allFinite()) && rhs.tail(nc).allFinite();
     if (!std::isfinite(err) || !finite) {
       why = "the forces became NaN or Inf";
       return false;
@@ -320,18 +351,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
         e.head(nm) = miss;
         return rms_acceleration(lin_.elements.multiply(e, split_work_));
       });
-      // Copied into the state's own vectors, in chunks: they keep their memory, which a
-      // read from another thread while simulate() runs may hold.
-      state_.aux.resize(nm);
-      in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
-        state_.q.segment(at, size) = q1.segment(at, size);
-        state_.v.segment(at, size) = v1.segment(at, size);
-        state_.aux.segment(at, size) = step.c * acc.segment(at, size) + step.w.segment(at, size);
-        state_.acc.segment(at, size) = acc.segment(at, size);
-        return 0.0;
-      });
-      state_.lam = lam;
-      state_.time = t1;
+      commit_step(step, q1, v1, acc, lam, t1);
       last_newton_iterations = it;
       newton_iterations += it;
       if (reproject_accelerations()) make_consistent(path, 0.0);

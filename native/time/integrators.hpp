@@ -3,6 +3,8 @@
 // identifiers are the names in capitals, stored in .blend files).
 #pragma once
 
+#include <Eigen/Dense>
+
 #include <array>
 #include <string>
 
@@ -48,5 +50,13 @@ inline bool is_explicit(IntegratorKind k) { return integrator_info(k).is_explici
 inline std::string integrator_name(IntegratorKind k) { return integrator_info(k).name; }
 // By table name, or "alpha" for generalized-alpha; InputError for an unknown name.
 IntegratorKind integrator_from_name(const std::string& name);
+
+// One step of the Newmark family written as
+//     q1 = q_pred + bq * acc1,   v1 = v_pred + bv * acc1,   aux1 = c * acc1 + w
+// where acc1 is the new true acceleration (the Newton unknown).
+struct NewmarkStep {
+  Eigen::VectorXd q_pred, v_pred, w;
+  double bq = 0, bv = 0, c = 1;
+};
 
 }  // namespace ms
