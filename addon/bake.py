@@ -625,11 +625,14 @@ def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: floa
     return finish_all(jobs)
 
 
-def finish_all(jobs: list[BakeJob]) -> list[BakeResult]:
+def finish_all(jobs: list[BakeJob], swap: writers.FileSwap | None = None) -> list[BakeResult]:
     """Write the bakes of simulated `jobs`, all or nothing as far as files go: every job is
     checked and its PC2 file written under a temporary name before any replaces a file,
     and if writing any bake fails, every PC2 file is put back byte for byte and the bakes
-    already written in the .blend are removed again (tests/test_addon_safety.py)."""
+    already written in the .blend are removed again (tests/test_addon_safety.py).
+    `swap`: a writers.FileSwap to put the PC2 files in place with, which the caller
+    commits, or rolls back if what it writes next fails (the headless command's report
+    and .blend); without it they are committed here."""
     for job in jobs:
         if not job.simulated:
             raise RuntimeError("finish() before the simulation is complete")
@@ -644,7 +647,8 @@ def finish_all(jobs: list[BakeJob]) -> list[BakeResult]:
         for job in jobs:
             job.discard()
         raise
-    swap = writers.FileSwap()
+    own_swap = swap is None
+    swap = writers.FileSwap() if own_swap else swap
     results = []
     try:
         for job in jobs:
@@ -664,5 +668,6 @@ def finish_all(jobs: list[BakeJob]) -> list[BakeResult]:
         for job in jobs:
             job.discard()
         raise
-    swap.commit()
+    if own_swap:
+        swap.commit()
     return results

@@ -24,7 +24,7 @@ import time
 
 import bpy
 
-from . import bake
+from . import bake, writers
 from .errors import BakeCancelled, BakeError
 from .properties import INTEGRATOR_ITEMS, MAX_FRAME
 
@@ -173,9 +173,12 @@ def execute(argv: list[str]) -> int:
 
 def report_errors(prog: str, run) -> int:
     """Call `run()`; turn any failure into one line on stderr and its exit code (a
-    traceback too only when MASS_SPRING_TRACEBACK is set: for bug reports)."""
+    traceback too only when MASS_SPRING_TRACEBACK is set: for bug reports). SIGTERM stops
+    `run` as Ctrl-C does, from its start: Python's default for SIGTERM ended a run that was
+    still opening its .blend at once, with status -15 and no line (tests/fuzz_bake.py)."""
     try:
-        run()
+        with _Interrupt(immediate=True):
+            run()
     except (CommandError, BakeFailed) as ex:
         message, code = one_line(ex), ex.exit_code
     except KeyboardInterrupt:
@@ -217,10 +220,15 @@ def open_input(path: str, *, opened_by_blender: bool = False) -> str:
         return path
     if opened_by_blender:
         raise CommandError(f"Blender could not open {path}")
-    try:
-        bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
-    except RuntimeError as ex:
-        raise CommandError(f"could not open {path}: {one_line(ex)}") from None
+    # A signal while it opens stops the run once it is open: raised in one of Blender's
+    # file-load handlers, the KeyboardInterrupt was printed as that handler's error and
+    # lost (tests/fuzz_bake.py).
+    with _Interrupt() as interrupt:
+        try:
+            bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+        except RuntimeError as ex:
+            raise CommandError(f"could not open {path}: {one_line(ex)}") from None
+    interrupt.check()
     return path
 
 
@@ -299,14 +307,22 @@ def baked_frame_span(scene, objects, args) -> tuple[int, int]:
 def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
     """Bake `objects` with args' overrides and save the scene as `output`.
     `before_save(scene)` runs after a successful bake. A failed or interrupted bake (Ctrl-C,
-    SIGTERM) changes no file and leaves none behind (tests/test_addon_safety.py)."""
+    SIGTERM) changes no file and leaves none behind: the PC2 files and the report are put
+    in place with the .blend, and put back if anything fails before it is saved
+    (tests/test_addon_safety.py)."""
     overrides = {obj.name: bake_overrides(scene, obj, args) for obj in objects}
     # Before simulating, not after: a bake that cannot be saved should not run first.
     require_writable(output, "the baked .blend")
-    if args.report:
-        require_writable(os.path.abspath(args.report), "--report")
+    report = os.path.abspath(args.report) if args.report else None
+    if report:
+        require_writable(report, "--report")
+        for path, what in ((output, "the output .blend"), (bpy.data.filepath, "the input .blend")):
+            if path and bake.same_file(report, path):
+                raise CommandError(f"--report {args.report} is {what}: choose another report file")
     existed = os.path.exists(output)
+    swap = writers.FileSwap()
     with _Interrupt() as interrupt:
+        interrupt.check()  # a signal that Blender swallowed while the .blend opened
         remove_abandoned_staging(output)
         # PC2 paths are relative to the .blend ("//"), so the scene must live in the
         # output's folder before the bake writes them; it is saved there under a
@@ -314,20 +330,28 @@ def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
         # byte-identical unless the whole bake succeeds (tests/test_addon_cli.py).
         staging = None
         try:
-            if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
-                staging = staging_path(output)
-                save_blend(staging, keep_backup=False)
-            results = bake_objects(scene, objects, overrides, output, interrupt, args.quiet)
-            if args.report:
-                write_report(args.report, results)
-        finally:
-            if staging is not None and os.path.exists(staging):
-                os.remove(staging)
-        interrupt.check()
-        if before_save is not None:
-            before_save(scene)
-        interrupt.check()
-        save_blend(output, keep_backup=existed)
+            try:
+                if any(bake.BakeSettings(o, overrides[o.name]).output == "PC2" for o in objects):
+                    staging = staging_path(output)
+                    save_blend(staging, keep_backup=False)
+                results = bake_objects(scene, objects, overrides, output, interrupt, args.quiet,
+                                       swap, report)
+                if report:
+                    write_report(report, results, swap)
+            finally:
+                if staging is not None and os.path.exists(staging):
+                    os.remove(staging)
+            interrupt.check()
+            if before_save is not None:
+                before_save(scene)
+            interrupt.check()
+            save_blend(output, keep_backup=existed)
+        except BaseException:
+            # Before: a failed report or a signal after the PC2 files were written left
+            # them replaced, the .blend that plays them unsaved (tests/fuzz_bake.py).
+            swap.roll_back()
+            raise
+        swap.commit()
     say(f"saved {output}")
 
 
@@ -385,25 +409,36 @@ def require_writable(path: str, what: str) -> None:
         raise CommandError(f"cannot write {what} {path}: permission denied")
 
 
-def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet: bool = False) -> list:
+def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet: bool = False,
+                 swap=None, report: str | None = None) -> list:
     """Bake each object with its overrides ({object name: dict}); `interrupt` (an active
     _Interrupt) cancels cleanly. Every object is checked before the first is simulated,
     and simulated before any bake is written, so that a failing object leaves the others'
-    previous bakes (and PC2 files) as they were. The BakeResults."""
+    previous bakes (and PC2 files) as they were. `swap`: the writers.FileSwap that puts the
+    PC2 files in place, for the caller to commit (bake.finish_all); `report`: the --report
+    file, which must be no PC2 file. The BakeResults."""
     jobs = [_new_job(scene, obj, overrides[obj.name]) for obj in objects]
     try:
         bake.check_distinct_pc2_files(jobs)
         for job in jobs:
-            if job.output == 'PC2' and bake.same_file(bake.pc2_paths(job.obj)[1], output):
-                raise CommandError(f"{job.object_name!r}: its PC2 file is the output .blend "
-                                   f"{output}: choose another PC2 File or --output")
+            if job.output != 'PC2':
+                continue
+            pc2_file = bake.pc2_paths(job.obj)[1]
+            for path, what in ((output, "the output .blend"), (report, "the --report file")):
+                if path and bake.same_file(pc2_file, path):
+                    raise CommandError(f"{job.object_name!r}: its PC2 file is {what} {path}: "
+                                       "choose another PC2 File, or another file for that")
     except BakeError as ex:
         raise CommandError(one_line(ex)) from None
+    players = bake.pc2_users(report) if report else []
+    if players:  # before: the report replaced a cache the saved scene plays
+        raise CommandError(f"--report {report} is the PC2 cache of {players[0].name!r}: "
+                           "choose another report file")
     for job in jobs:
         _simulate_one(job, quiet, interrupt)
     interrupt.check()
     try:
-        results = bake.finish_all(jobs)
+        results = bake.finish_all(jobs, swap)
     except BakeError as ex:
         raise BakeFailed(f"bake failed: {one_line(ex)}") from None
     for result in results:
@@ -412,14 +447,16 @@ def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet:
     return results
 
 
-def write_report(path: str, results) -> None:
-    """The bake report: one CSV row per baked frame and object (REPORT_COLUMNS)."""
+def write_report(path: str, results, swap=None) -> None:
+    """The bake report: one CSV row per baked frame and object (REPORT_COLUMNS). `swap`:
+    the writers.FileSwap that puts it in place (the caller commits it), else renamed."""
     import csv
     # Written whole under a temporary name, then renamed: an earlier report is replaced
-    # only by a complete one.
+    # only by a complete one. Its folder is made as the output's is (save_blend).
     folder, name = os.path.split(os.path.abspath(path))
     part = os.path.join(folder, f".{name}.{os.getpid()}.part")
     try:
+        os.makedirs(folder, exist_ok=True)
         with open(part, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(REPORT_COLUMNS)
@@ -429,7 +466,10 @@ def write_report(path: str, results) -> None:
                                      row.newton_iterations, row.linear_iterations,
                                      f"{row.energy:.9g}", f"{row.max_constraint_error:.3g}",
                                      f"{row.ms:.3f}"])
-        os.replace(part, path)
+        if swap is None:
+            os.replace(part, path)
+        else:
+            swap.put(part, path)
     except OSError as ex:
         raise CommandError(f"cannot write the report {path!r}: {ex.strerror or ex}") from None
     finally:
@@ -535,16 +575,31 @@ class _Interrupt:
     """While active, Ctrl-C (SIGINT) and SIGTERM (what `timeout`, `kill` and render-farm
     managers send) ask the running bake to cancel cleanly: the core does not see Python
     signals, and Python's default for SIGTERM ends the process without cleaning up. The
-    previous handlers are put back afterwards (tests/test_addon_safety.py)."""
+    previous handlers are put back afterwards (tests/test_addon_safety.py).
+
+    `immediate` (report_errors, around a whole run): a signal also raises
+    KeyboardInterrupt at once, as Python's default for Ctrl-C does. An _Interrupt entered
+    inside another one is requested if the outer one is: a KeyboardInterrupt that Blender
+    swallowed (raised in one of its handlers, it is printed and lost) still stops the bake
+    before it writes anything (tests/fuzz_bake.py)."""
 
     SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
+    _active = []  # the _Interrupts entered and not left, outermost first
 
-    def __init__(self):
-        self.requested = False
+    def __init__(self, immediate: bool = False):
+        self.immediate = immediate
+        self._requested = False
         self._previous = {}
 
+    @property
+    def requested(self) -> bool:
+        return self._requested or any(outer._requested for outer in self._active
+                                      if outer is not self)
+
     def __call__(self, *_):
-        self.requested = True
+        self._requested = True
+        if self.immediate:
+            raise KeyboardInterrupt
 
     def check(self) -> None:
         """KeyboardInterrupt if a signal came: at the points where stopping is clean."""
@@ -557,9 +612,11 @@ class _Interrupt:
                 self._previous[number] = signal.signal(number, self)
             except ValueError:  # not the main thread
                 pass
+        self._active.append(self)
         return self
 
     def __exit__(self, *_):
+        self._active.remove(self)
         for number, previous in self._previous.items():
             signal.signal(number, previous if previous is not None else signal.SIG_DFL)
         self._previous = {}

@@ -10,11 +10,28 @@ Each case starts from fresh copies of a few inputs (a scene with a chain, a clot
 a rope whose name has a comma; a file that is not a .blend; a missing file; a folder), and
 draws an input and any of the command's options, with good values and bad ones (wrong
 types, out of range, NaN, names that do not exist, unwritable places). Before it runs, the
-case is printed on one line. The property:
-- the command returns 0, 1 or 2 and no exception escapes it;
-- a failure (1 or 2) says so in exactly one line "bake.py: error: ...", with no traceback,
-  and leaves every file in the folder byte-identical, with no temporary file behind;
-- a success has written its output .blend (and report, if asked).
+case is printed on one line.
+
+Some cases bake a scene drawn for the data-loss paths of issue 34 instead (pc2scene.blend,
+built in the case's folder): objects baking to PC2 files that clash (two objects, one file,
+by the same string or by another spelling of it; the input or output .blend; an existing
+file that is not a PC2 cache; another object's cache; the report), PC2 files in a folder
+that does not exist or replacing an earlier bake's cache, linked duplicates (one mesh)
+with and without Show Forces. A few of those run in a fresh Blender process that is sent
+SIGTERM or SIGINT up to 2.5 s after the command's run started (CHILD), some with an object
+that takes about 1.5 s to bake, so that the signal comes while the .blend opens, while it
+simulates, or while the files are written.
+
+The property:
+- the command returns 0, 1, 2 or (after a signal) 130, and no exception escapes it;
+- a failure says so in one line "bake.py: error: ..." (never two), with no traceback, and
+  leaves every file in the folder byte-identical;
+- no temporary file is left behind: no PC2 or report .part, no FileSwap .old backup, no
+  .baking.blend staging copy, no Blender save@ file;
+- a clash that would destroy data (see `must_refuse`) never exits 0;
+- a success has written its output .blend (and report, if asked, as a CSV); it changed no
+  file but the output, the report and the PC2 caches of the objects it baked, and every
+  cache the saved scene plays is a PC2 file.
 """
 from __future__ import annotations
 
@@ -24,9 +41,13 @@ import hashlib
 import io
 import math
 import os
+import re
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, seed, settings, strategies as st
@@ -52,10 +73,33 @@ REAL = st.sampled_from([math.nan, math.inf, -math.inf, 1e300, -0.5, 2.0])
 NAMES = st.lists(mostly(st.sampled_from(["Chain", "Cloth", "Rope\\, long"]),
                         st.sampled_from(["Empty", "Nope", "", ",", "Rope, long"]), odds=10),
                  min_size=1, max_size=3).map(",".join)
+# The objects of pc2scene.blend: PC2_NAMES[:count], and "Slow" in some signal cases.
+PC2_NAMES = ("A", "B", "C")
+
+# Where a pc2scene object bakes its PC2 file ("abs " + name: the absolute path of that file
+# in the case's folder). Clashes are common on purpose: each is one of issue 34's data
+# losses, refused before simulating.
+PC2_PATH = st.sampled_from([
+    "",                       # the default: //<name>.pc2, as "//A.pc2" below spells it
+    "//A.pc2",
+    "//cache.pc2",
+    "abs cache.pc2",          # the same file as //cache.pc2, spelled another way
+    "//sub/../cache.pc2",     # ... and another
+    "//pc2scene.blend",       # the input .blend (and with --in-place, the output)
+    "abs pc2scene.blend",
+    "//out.blend",            # the output of --output out.blend
+    "//notes.txt",            # an existing file that is not a PC2 cache
+    "//newdir/c.pc2",         # a folder that does not exist yet
+    "//folder",               # a folder
+    "//report.csv",           # the --report file
+])
+# Files in the folder before the bake: an earlier bake's caches, a text file, an earlier
+# output .blend. Each must be byte-identical after a failed or interrupted run.
+EXISTING = st.sets(st.sampled_from(["cache.pc2", "A.pc2", "Slow.pc2", "notes.txt", "out.blend"]))
 
 
 @st.composite
-def options(draw):
+def options(draw, names=NAMES):
     """(argv tail, what the case asks for): any of the options, each with a good or bad value."""
     args = []
     want = {}
@@ -67,11 +111,10 @@ def options(draw):
             return True if value is None else value
         return None
 
-    maybe("--objects", NAMES)
-    maybe("--objects", NAMES)
+    want["objects"] = [maybe("--objects", names), maybe("--objects", names)]
     maybe("--frame-start", as_text(FRAME))
     maybe("--frame-end", as_text(FRAME))
-    maybe("--mode", mostly(st.sampled_from(["shape_keys", "pc2"]), st.just("PC2")))
+    want["mode"] = maybe("--mode", mostly(st.sampled_from(["shape_keys", "pc2"]), st.just("PC2")))
     maybe("--integrator", mostly(st.sampled_from(["generalized_alpha", "implicit_euler", "newmark",
                                                   "symplectic_euler"]), st.just("none")))
     maybe("--rho-inf", as_text(mostly(st.floats(0.0, 1.0), REAL)))
@@ -87,15 +130,93 @@ def options(draw):
     maybe("--no-collisions")
     if draw(st.integers(0, 9)) == 0:
         args.append(draw(st.sampled_from(["--bogus", "-x", "extra.blend", "--substeps"])))
-    args.append("--quiet")
+    if draw(st.integers(0, 19)):
+        args.append("--quiet")  # (now and then not: the progress lines must not hurt either)
     return args, want
 
 
 @st.composite
+def pc2_scenes(draw):
+    """A pc2scene.blend to build: objects with their output, PC2 File and Show Forces, some
+    linked duplicates of an earlier one (one mesh); files already in the folder; whether
+    the objects were baked once before (their caches then are other objects' to keep)."""
+    objects = []
+    for name in PC2_NAMES[:draw(st.integers(1, 3))]:
+        linked = None
+        if objects and draw(st.integers(0, 2)) == 0:  # Alt+D of an earlier object: one mesh
+            linked = draw(st.sampled_from([o["name"] for o in objects]))
+        output = draw(mostly(st.just("PC2"), st.just("SHAPE_KEYS"), odds=4))
+        objects.append({"name": name, "output": output, "pc2": draw(PC2_PATH),
+                        "forces": draw(st.booleans()), "linked": linked})
+    return {"objects": objects, "files": sorted(draw(EXISTING)),
+            "baked_before": draw(st.integers(0, 3)) == 0, "slow": False}
+
+
+def object_names(names, bad=None):
+    """--objects values: one to three of `names`, now and then one from `bad` (if given)."""
+    name = st.sampled_from(names) if bad is None else mostly(st.sampled_from(names), bad, odds=10)
+    return st.lists(name, min_size=1, max_size=3).map(",".join)
+
+
+@st.composite
+def sound_options(draw, names):
+    """(argv tail, want) as options() has them, every value a good one: objects of
+    pc2scene (`names`), the output mode, where to save, and a report, also where a PC2 file
+    or the output is, or in a folder that does not exist."""
+    want = {"objects": [None, None], "mode": None, "output": None, "in_place": None, "report": None}
+    args = []
+    if draw(st.integers(0, 3)) == 0:
+        want["objects"][0] = draw(object_names(names))
+        args += ["--objects", want["objects"][0]]
+    if draw(st.integers(0, 3)) == 0:
+        want["mode"] = draw(st.sampled_from(["pc2", "shape_keys"]))
+        args += ["--mode", want["mode"]]
+    where = draw(st.sampled_from(["beside", "out.blend", "sub/out.blend", "in place"]))
+    if where == "in place":
+        want["in_place"] = True
+        args.append("--in-place")
+    elif where != "beside":
+        want["output"] = where
+        args += ["--output", where]
+    if draw(st.integers(0, 2)) == 0:
+        want["report"] = draw(st.sampled_from(["report.csv", "cache.pc2", "A.pc2", "newdir/r.csv",
+                                               "out.blend", "notes.txt"]))
+        args += ["--report", want["report"]]
+    if draw(st.integers(0, 4)) == 0:
+        args += ["--frame-end", str(draw(st.integers(2, 40)))]
+    args.append("--quiet")
+    return args, want
+
+
+# The signal a case sends and after how long (seconds after the command's run started), or
+# None: mostly while it opens the .blend or simulates, now and then when "Slow" (about 1.5 s)
+# may be writing its PC2 file and saving.
+SIGNALS = st.tuples(st.sampled_from(["SIGTERM", "SIGINT"]),
+                    mostly(st.floats(0.0, 1.0), st.floats(1.0, 2.5), odds=4))
+
+
+@st.composite
 def cases(draw):
-    source = draw(mostly(st.just("scene.blend"),
-                         st.sampled_from(["not_a_blend.blend", "missing.blend", "folder"])))
-    tail, want = draw(options())
+    """(argv, want): `want` also holds the pc2scene to build ("scene") and the signal to
+    send ("signal"), if any."""
+    scene = draw(mostly(st.none(), pc2_scenes(), odds=3))
+    if scene is None:
+        source = draw(mostly(st.just("scene.blend"),
+                             st.sampled_from(["not_a_blend.blend", "missing.blend", "folder"])))
+        tail, want = draw(options())
+        want["signal"] = None
+    else:
+        source = "pc2scene.blend"
+        # Few: each is a fresh Blender process (about 1-2 s), the rest run in this one.
+        sent = draw(mostly(st.none(), SIGNALS, odds=10))
+        # A bake long enough for the signal to find it simulating or writing.
+        scene["slow"] = sent is not None and draw(st.integers(0, 3)) > 0
+        names = PC2_NAMES[:len(scene["objects"])] + (("Slow",) if scene["slow"] else ())
+        # Mostly options the command accepts, so that the bake gets to its PC2 files.
+        tail, want = draw(mostly(sound_options(names), options(object_names(names, st.just("Nope"))),
+                                 odds=4))
+        want["signal"] = sent
+    want["scene"] = scene
     return [source] + tail, want
 
 
@@ -121,40 +242,259 @@ def make_inputs(folder: Path) -> None:
     (folder / "folder").mkdir()
 
 
+# ----------------------------------------------------------------------------- pc2scene
+
+PC2_MAGIC = b"POINTCACHE2\0"
+
+
+def old_cache() -> bytes:
+    """A PC2 cache as an earlier bake leaves it: version 1, 9 points, 2 samples."""
+    import numpy as np
+    return (PC2_MAGIC + np.array([1, 9], "<i4").tobytes() + np.array([1.0, 1.0], "<f4").tobytes()
+            + np.array([2], "<i4").tobytes() + np.arange(54, dtype="<f4").tobytes())
+
+
+def is_pc2(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(PC2_MAGIC)) == PC2_MAGIC
+    except OSError:
+        return False
+
+
+def pc2_string(key: str, folder: Path) -> str:
+    """The PC2 File setting PC2_PATH's `key` stands for in `folder`."""
+    return str(folder / key[4:]) if key.startswith("abs ") else key
+
+
+def build_pc2_scene(folder: Path, spec: dict) -> dict:
+    """Save folder/pc2scene.blend as `spec` (pc2_scenes) says, beside its existing files,
+    bake it once first if it says so, and leave an empty file open. The caches that
+    earlier bake left: {object name: its PC2 File as stored}."""
+    import bpy
+    import scenes
+    addon_bake = bake.load_addon("repo")
+    bpy.ops.wm.read_homefile(use_empty=True)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 6
+    for name in spec["files"]:
+        path = folder / name
+        path.write_bytes(old_cache() if name.endswith(".pc2") else
+                         (folder / "scene.blend").read_bytes() if name.endswith(".blend") else
+                         b"notes that no bake may destroy\n")
+    made = {}
+    for i, o in enumerate(spec["objects"]):
+        if o["linked"]:
+            obj = made[o["linked"]].copy()  # Alt+D: its own object, the same mesh
+            obj.name = o["name"]
+            scene.collection.objects.link(obj)
+        else:
+            obj = scenes.cloth(o["name"], columns=3, rows=3, width=0.5,
+                               location=(1.0 * i, 0.0, 2.0), substeps=2)
+        ms = obj.mass_spring
+        ms.output, ms.pc2_path, ms.show_forces = o["output"], pc2_string(o["pc2"], folder), o["forces"]
+        made[o["name"]] = obj
+    if spec["slow"]:  # about 1.5 s of simulation and a 1.4 MB cache: signals find it running
+        scenes.cloth("Slow", columns=20, rows=20, width=1.0, location=(0.0, 3.0, 2.0),
+                     substeps=10, accuracy=0.0, output="PC2", use_scene_frame_range=False,
+                     frame_start=1, frame_end=300)
+    bpy.ops.wm.save_as_mainfile(filepath=str(folder / "pc2scene.blend"))
+    earlier = {}
+    if spec["baked_before"]:
+        for obj in made.values():
+            try:
+                addon_bake.bake_object(scene, obj)
+            except addon_bake.BakeError:
+                continue
+            if obj.mass_spring.output == "PC2":
+                earlier[obj.name] = obj.modifiers[0].filepath
+        bpy.ops.wm.save_mainfile()
+    bpy.ops.wm.read_homefile(use_empty=True)
+    return earlier
+
+
+def output_of(folder: Path, argv: list[str], want: dict) -> Path:
+    """The output .blend the command should write (cli.output_path), if its options are good."""
+    if want.get("in_place"):
+        return folder / argv[0]
+    if want.get("output"):
+        return folder / want["output"]
+    return folder / (Path(argv[0]).stem + "_baked.blend")
+
+
+def must_refuse(folder: Path, argv: list[str], want: dict, earlier: dict) -> str | None:
+    """Why this pc2scene case would destroy data if it baked (it must not exit 0), or None:
+    two baked objects with one PC2 file, a PC2 file that is the input or output .blend,
+    a folder, an existing file that is not a PC2 cache, another object's cache or the
+    report, a report that is the input or output .blend, or shape keys on a mesh that two
+    objects share. PC2 paths starting with // are relative to the output's folder, where
+    the command saves the scene before baking."""
+    spec = want["scene"]
+    objects = spec["objects"] + ([{"name": "Slow", "output": "PC2", "pc2": "", "linked": None}]
+                                 if spec["slow"] else [])
+    shared = {o["linked"] for o in objects if o["linked"]} | {o["name"] for o in objects if o["linked"]}
+    named = {n for value in want["objects"] if value for n in value.split(",")}
+    output = output_of(folder, argv, want)
+    blends = (Path(os.path.normpath(folder / argv[0])), Path(os.path.normpath(output)))
+    report = Path(os.path.normpath(folder / want["report"])) if want["report"] else None
+
+    def where(stored):
+        path = output.parent / stored[2:] if stored.startswith("//") else Path(stored)
+        return Path(os.path.normpath(path))
+
+    if report in blends:
+        return "the report is the input or output .blend"
+    if report and any(where(stored) == report for stored in earlier.values()):
+        return "the report is an object's cache"
+
+    owners = {}
+    for o in objects:
+        if named and o["name"] not in named:
+            continue
+        mode = want["mode"].upper() if want["mode"] in ("pc2", "shape_keys") else o["output"]
+        if mode == "SHAPE_KEYS":
+            if o["name"] in shared:
+                return "shape keys on a shared mesh"
+            continue
+        target = where(pc2_string(o["pc2"], folder) or f"//{o['name']}.pc2")
+        if target in owners:
+            return f"{owners[target]} and {o['name']}: one PC2 file"
+        owners[target] = o["name"]
+        if target in blends:
+            return "the PC2 file is the input or output .blend"
+        if target == report:
+            return "the PC2 file is the report"
+        if target.is_dir() or (target.exists() and not is_pc2(target)):
+            return "the PC2 file is a folder or not a PC2 cache"
+        if any(other != o["name"] and where(stored) == target for other, stored in earlier.items()):
+            return "the PC2 file is another object's cache"
+    return None
+
+
+# ----------------------------------------------------------------------------- running
+
 def checksums(folder: Path) -> dict:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def run_case(folder: Path, argv: list[str], want: dict) -> str:
-    """One case in `folder` (its current directory); the property above. The outcome."""
-    before = checksums(folder)
+# What a run writes before it puts anything in place (cli.staging_path, writers.sibling_name
+# with "part" and FileSwap's "old", cli.write_report's part, Blender's own save@ file).
+LEFTOVER = re.compile(r"(\.part|\.old|\.baking\.blend|@)$")
+
+# The bake command in a fresh Blender process that says "ready" when the command's run
+# starts (in cli.report_errors: after Python, bpy and the add-on started and the command
+# line was parsed, which scripts/bake.py does before it handles signals) and ignores
+# signals once the run returned: a signal before or after is Python's to handle (its
+# default ends the process), not the command's.
+CHILD = """
+import signal, sys
+sys.path.insert(0, sys.argv.pop(1))
+import bake
+cli = bake.addon_cli("repo")
+report_errors = cli.report_errors
+
+def announced(prog, run):
+    def ready_and_run():
+        print("ready", flush=True)
+        run()
+    for number in (signal.SIGINT, signal.SIGTERM):  # what report_errors puts back after
+        signal.signal(number, signal.SIG_IGN)
+    return report_errors(prog, ready_and_run)
+
+cli.report_errors = announced
+sys.exit(bake.main(sys.argv[1:]))
+"""
+
+
+def run_here(argv: list[str]) -> tuple[int, str]:
+    """The command in this process: (exit code, stderr)."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
             code = bake.main(argv)
         except SystemExit as ex:  # argparse's usage errors and --help
             code = ex.code
-    stderr = err.getvalue()
-    assert code in (0, 1, 2), f"exit code {code!r}\n{stderr[-3000:]}"
+    return code, err.getvalue()
+
+
+def run_signalled(folder: Path, argv: list[str], name: str, delay: float) -> tuple[int, str]:
+    """The command in a subprocess sent signal `name` `delay` s after its run started
+    (nothing if it ended first): (exit code, stderr). A run that does not end is a failure."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(REPO / "scripts"), *argv],
+                            cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.strip() == "ready":
+            break
+    time.sleep(delay)
+    proc.send_signal(getattr(signal, name))
+    try:
+        _, stderr = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"the bake hung after {name}: {proc.communicate()[1][-3000:]}") from None
+    return proc.returncode, stderr
+
+
+def run_case(folder: Path, argv: list[str], want: dict) -> str:
+    """One case in `folder` (its current directory); the property above. The outcome."""
+    spec, sent = want.get("scene"), want.get("signal")
+    earlier = build_pc2_scene(folder, spec) if spec else {}
+    refuse = must_refuse(folder, argv, want, earlier) if spec else None
+    before = checksums(folder)
+    code, stderr = run_signalled(folder, argv, *sent) if sent else run_here(argv)
+    assert code in ((0, 1, 2, 130) if sent else (0, 1, 2)), f"exit code {code!r}\n{stderr[-3000:]}"
     assert "Traceback" not in stderr, stderr[-3000:]
-    leftovers = [p.name for p in folder.rglob("*") if ".part" in p.name or ".baking." in p.name]
-    assert not leftovers, f"temporary files left behind: {leftovers}"
+    leftovers = [str(p.relative_to(folder)) for p in folder.rglob("*") if LEFTOVER.search(p.name)]
+    assert not leftovers, f"temporary files left behind: {leftovers}\n{stderr[-3000:]}"
+    errors = [line for line in stderr.splitlines() if line.startswith("bake.py: error:")]
+    assert len(errors) <= 1, stderr[-3000:]
+    kind = f"{sent[0]}: " if sent else "pc2 scene: " if spec else ""
     if code == 0:
-        output = Path(want["output"]) if want.get("output") else None
-        if output is not None and not want.get("in_place"):
-            assert output.is_file(), f"exit 0 but no {output}\n{stderr[-3000:]}"
-        if want.get("report"):
-            assert Path(want["report"]).is_file(), f"exit 0 but no report\n{stderr[-3000:]}"
-        return "baked"
-    errors = [line for line in stderr.splitlines() if line.startswith("bake.py: error:")
-              or line.startswith("usage:")]
-    assert errors, f"exit {code} without a 'bake.py: error:' line\n{stderr[-3000:]}"
-    assert sum(line.startswith("bake.py: error:") for line in stderr.splitlines()) <= 1, stderr[-3000:]
+        assert refuse is None, f"exit 0, but {refuse}\n{stderr[-3000:]}"
+        check_baked(folder, argv, want, before, opened=not sent)
+        return kind + "baked"
+    assert errors or any(line.startswith("usage:") for line in stderr.splitlines()), (
+        f"exit {code} without a 'bake.py: error:' line\n{stderr[-3000:]}")
     after = checksums(folder)
     assert after == before, (f"a failed run changed files: "
                              f"{sorted(set(after.items()) ^ set(before.items()))}\n{stderr[-3000:]}")
-    return f"exit {code}"
+    if refuse and errors and any(word in errors[0] for word in ("PC2 file", "shared", "--report")):
+        return kind + "refused"
+    return kind + f"exit {code}"
+
+
+def check_baked(folder: Path, argv: list[str], want: dict, before: dict, opened: bool) -> None:
+    """After exit 0: the output (and report) written; every cache the saved scene plays is
+    a PC2 cache; no file changed but the output, the report and the caches of the objects
+    baked. `opened`: the output is the file open in this process."""
+    import bpy
+    output = Path(want["output"]) if want.get("output") else None
+    if output is not None and not want.get("in_place"):
+        assert output.is_file(), f"exit 0 but no {output}"
+    if want.get("report"):
+        with open(want["report"], "rb") as handle:  # the report, not something saved over it
+            assert handle.read(13) == b"object,frame,", f"exit 0 but {want['report']} is no report"
+    output = output_of(folder, argv, want)
+    if not opened:
+        bpy.ops.wm.open_mainfile(filepath=str(output), load_ui=False)
+    assert os.path.samefile(bpy.data.filepath, output)
+    # (output.blend1: Blender's backup of the output it replaced)
+    allowed = {output.resolve(), output.with_name(output.name + "1").resolve(),
+               (folder / want["report"]).resolve() if want.get("report") else None}
+    named = bake.addon_cli("repo").object_names([value for value in want["objects"] if value])
+    for obj in bpy.data.objects:
+        baked = obj.name in named if named else obj.type == "MESH" and obj.mass_spring.enabled
+        for modifier in obj.modifiers:
+            if modifier.type == "MESH_CACHE":
+                cache = Path(bpy.path.abspath(modifier.filepath)).resolve()
+                assert is_pc2(cache), f"{obj.name!r} plays {cache}, which is not a PC2 cache"
+                if baked:
+                    allowed.add(cache)
+    after = checksums(folder)
+    changed = [name for name, digest in before.items()
+               if after.get(name) != digest and (folder / name).resolve() not in allowed]
+    assert not changed, f"a bake changed or removed files it does not write: {changed}"
 
 
 def main():
@@ -175,7 +515,7 @@ def main():
         @given(case=cases())
         def fuzz(case):
             argv, want = case
-            print(f"case {argv!r}", flush=True)
+            print(f"case {argv!r} scene={want['scene']!r} signal={want['signal']!r}", flush=True)
             _fresh_copy(pristine, work)
             os.chdir(work)
             # An empty file, as a fresh process has. (Not read_factory_settings: it enables

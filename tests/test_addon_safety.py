@@ -332,3 +332,92 @@ def test_an_abandoned_staging_file_is_removed(tmp_path):
     assert not stale.exists() and other.exists()
     assert not [p for p in os.listdir(tmp_path) if p.endswith((".part", ".old", ".baking.blend"))
                 and p != other.name]
+
+
+# ----------------------------------------------------------------------------- found by tests/fuzz_bake.py
+
+def _bake_args(tmp_path, *options):
+    cli = submodule("cli")
+    return cli.build_parser().parse_args([str(tmp_path / "scene.blend"), "--quiet", *options])
+
+
+def test_sigterm_before_the_bake_is_an_interrupt_with_one_line(capfd):
+    # Before: SIGTERM while the run opened its .blend ended the process at once (status
+    # -15, no line): only the bake itself handled it.
+    cli = submodule("cli")
+
+    def opening():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(2)  # (the handler interrupts this)
+    outside = []
+    guard = signal.signal(signal.SIGTERM, lambda *_: outside.append(1))  # not pytest's end
+    try:
+        capfd.readouterr()
+        code = cli.report_errors("bake.py", opening)
+        after = signal.getsignal(signal.SIGTERM)
+    finally:
+        mine = signal.signal(signal.SIGTERM, guard)
+    err = capfd.readouterr().err
+    assert code == 130 and not outside
+    assert err.splitlines() == ["bake.py: error: interrupted, nothing was baked or saved"]
+    assert after is mine  # the handler before the run is back
+
+
+def test_a_signal_in_a_file_load_handler_is_not_lost(saved, tmp_path, capfd):
+    # Before: the KeyboardInterrupt raised in a load handler was printed as that handler's
+    # error, and the bake went on and saved.
+    cli = submodule("cli")
+    path = str(tmp_path / "scene.blend")
+    bpy.ops.wm.read_homefile(use_empty=True)
+
+    @bpy.app.handlers.persistent
+    def interrupt(*_):
+        os.kill(os.getpid(), signal.SIGINT)
+    bpy.app.handlers.load_post.append(interrupt)
+    try:
+        capfd.readouterr()
+        code = cli.report_errors("bake.py", lambda: cli.open_input(path))
+    finally:
+        bpy.app.handlers.load_post.remove(interrupt)
+    err = capfd.readouterr().err
+    assert code == 130 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("report", ["A.pc2", "scene.blend"])
+def test_a_report_that_would_replace_a_cache_or_the_blend_is_refused(saved, tmp_path, report):
+    # Before: --report A.pc2 replaced the cache A had just baked (the saved scene played a
+    # CSV file); --report scene.blend replaced the scene.
+    cli = submodule("cli")
+    obj = grid("A", output='PC2')
+    bpy.ops.wm.save_mainfile()
+    old_cache(tmp_path / "A.pc2")
+    before = checksums(tmp_path)
+    args = _bake_args(tmp_path, "--report", str(tmp_path / report))
+    output = str(tmp_path / "out.blend")
+    with pytest.raises(cli.CommandError, match="--report"):
+        cli.bake_and_save(saved, [obj], args, output)
+    assert checksums(tmp_path) == before
+
+
+def test_pc2_files_are_put_back_when_the_save_fails(saved, tmp_path):
+    # Before: the PC2 files were in place before the report was written and the .blend
+    # saved; a report that failed (in a folder that did not exist), or a save that failed,
+    # or a signal then, left them replaced and the scene that plays them unsaved.
+    cli = submodule("cli")
+    obj = grid("A", output='PC2')
+    bpy.ops.wm.save_mainfile()
+    old_cache(tmp_path / "A.pc2")
+    before = checksums(tmp_path)
+    output = tmp_path / "out.blend"
+    args = _bake_args(tmp_path, "--report", str(tmp_path / "new" / "r.csv"))
+
+    def disk_full(scene):  # (a failing save: Blender 4.2 saves over a folder, moved to .blend1)
+        raise cli.BakeFailed(f"could not save {output}: disk full")
+    with pytest.raises(cli.BakeFailed, match="could not save"):
+        cli.bake_and_save(saved, [obj], args, str(output), before_save=disk_full)
+    (tmp_path / "new").rmdir()  # made for the report, which was put back (no file)
+    assert checksums(tmp_path) == before
+    cli.bake_and_save(saved, [obj], args, str(output))  # a report's folder is made
+    assert (tmp_path / "new" / "r.csv").read_text().startswith("object,frame,")
+    assert submodule("writers").is_pc2_file(str(tmp_path / "A.pc2"))
+    assert checksums(tmp_path)["A.pc2"] != before["A.pc2"]

@@ -13,11 +13,12 @@ import pytest
 TESTS = Path(__file__).parent
 
 
-def fuzz(cases, seed, fuzzer="fuzz_core.py"):
-    """Run tests/`fuzzer` for `cases` cases from `seed`; its last line ('done: ...')."""
+def fuzz(cases, seed, fuzzer="fuzz_core.py", timeout=1800):
+    """Run tests/`fuzzer` for `cases` cases from `seed`; its last line ('done: ...').
+    `timeout`: seconds after which it counts as hung."""
     command = [sys.executable, str(TESTS / fuzzer), "--cases", str(cases), "--seed", str(seed)]
     try:
-        process = subprocess.run(command, capture_output=True, text=True, timeout=1800,
+        process = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                                  env=dict(os.environ))
     except subprocess.TimeoutExpired as hung:
         output = hung.stdout.decode() if isinstance(hung.stdout, bytes) else (hung.stdout or "")
