@@ -28,6 +28,28 @@ IntegratorKind integrator_from_name(const std::string& name) {
   throw InputError("unknown integrator '" + name + "'; choose one of " + names);
 }
 
+double step_within(double h, double left) {
+  if (h >= left * (1 - 1e-9)) return left;
+  if (h > 0.5 * left) return 0.5 * left;
+  return h;
+}
+
+double step_after_accepted(double err, double h, double proposal, double h_max) {
+  // 0.85, not the textbooks' 0.9: at 0.9 a folding sheet at the default tolerance met the
+  // 1 % accuracy bound of issue 15 with no margin, on one side or the other depending on
+  // round-off in the linear solver
+  // (test_a_folding_sheet_at_the_default_tolerance_follows_a_converged_run;
+  // docs/performance.md, "Kept aggregates").
+  constexpr double kSafety = 0.85;
+  if (h < proposal) return std::min(h_max, proposal);  // cut to land on the end: not a measure
+  const double grow = std::clamp(kSafety * std::cbrt(1.0 / std::max(err, 1e-12)), 0.2, 2.0);
+  return std::min(h_max, h * grow);
+}
+
+double step_after_rejected(double h, bool measured, double err) {
+  return h * (measured ? std::clamp(0.9 * std::cbrt(1.0 / err), 0.2, 0.9) : 0.25);
+}
+
 namespace {
 
 // Generalized-alpha in the Chung-Hulbert / Arnold-Bruls form: equilibrium at t_{n+1},
@@ -716,9 +738,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     stop_if_interrupted(path);
     const double left = t_end - state_.time;
     const double proposal = h;
-    // The last step lands on t_end; a step that would leave a sliver is split evenly.
-    if (h >= left * (1 - 1e-9)) h = left;
-    else if (h > 0.5 * left) h = 0.5 * left;
+    h = step_within(h, left);
     const State<D> before = state_;
     const NewtonPredictor predictor_before = predictor_;  // a rejected step teaches nothing
     const double energy_before = energy_at_state;
@@ -733,18 +753,8 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
       ++total_steps;
       energy_at_state = energy_after;
       strict_newton_ = false;
-      // The local error is O(h^3): the step that would just meet the tolerance, with a
-      // safety factor, growing at most 2x per step. 0.85, not the textbooks' 0.9: at 0.9 a
-      // folding sheet at the default tolerance met the 1 % accuracy bound of issue 15 with
-      // no margin, on one side or the other depending on round-off in the linear solver
-      // (test_a_folding_sheet_at_the_default_tolerance_follows_a_converged_run;
-      // docs/performance.md, "Kept aggregates").
-      constexpr double kSafety = 0.85;
-      const double grow = std::clamp(kSafety * std::cbrt(1.0 / std::max(err, 1e-12)), 0.2, 2.0);
-      const double next =
-          std::min(h_max, (h < proposal ? proposal : h) * (h < proposal ? 1.0 : grow));
       if (left - h <= 1e-12 * h_max) state_.time = t_end;  // exactly, not by round-off
-      h = next;
+      h = step_after_accepted(err, h, proposal, h_max);
       continue;
     }
     state_ = before;
@@ -759,8 +769,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
       continue;
     }
     strict_newton_ = false;
-    const double shrink = solved && kept ? std::clamp(0.9 * std::cbrt(1.0 / err), 0.2, 0.9) : 0.25;
-    h *= shrink;
+    h = step_after_rejected(h, solved && kept, err);
     // A retry with a smaller step re-excites the index-3 multiplier transient, which
     // repeated cuts amplify (accelerations ~ 1/h^2): restart from consistent values. An
     // accepted step's gentle change of size (at most 2x) keeps generalized-alpha's

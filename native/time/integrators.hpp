@@ -51,6 +51,19 @@ inline std::string integrator_name(IntegratorKind k) { return integrator_info(k)
 // By table name, or "alpha" for generalized-alpha; InputError for an unknown name.
 IntegratorKind integrator_from_name(const std::string& name);
 
+// Step-size control of error-controlled runs (System::advance_controlled); err is a
+// step's local error in units of the tolerance. The local error is O(h^3).
+// The step to take of a proposed h with `left` to the end: the last step lands on the
+// end, and a step that would leave a sliver is split evenly.
+double step_within(double h, double left);
+// After an accepted step of h (proposal: the step proposed before step_within): the step
+// that would just meet the tolerance, with a safety factor, at most 2x and at least 0.2x,
+// never above h_max.
+double step_after_accepted(double err, double h, double proposal, double h_max);
+// After a rejected step of h: shrunk by its error (0.2x to 0.9x) when it was measured,
+// else (Newton failed, or the energy grew) to a quarter.
+double step_after_rejected(double h, bool measured, double err);
+
 // One step of the Newmark family written as
 //     q1 = q_pred + bq * acc1,   v1 = v_pred + bv * acc1,   aux1 = c * acc1 + w
 // where acc1 is the new true acceleration (the Newton unknown).
