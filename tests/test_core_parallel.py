@@ -78,10 +78,11 @@ def test_the_environment_sets_the_workers():
     assert done.returncode == 0 and done.stdout.strip() == "3"
     default = _workers_in_fresh_process("")
     assert default.stdout.strip() == str(ms.usable_cores())
-    for bad, says in (("lots", "whole number"), ("0", "must lie in")):
+    for bad in ("lots", "0", "2000"):
         done = _workers_in_fresh_process(bad)
-        assert done.returncode != 0
-        assert f"MASS_SPRING_NUM_THREADS={bad!r}" in done.stderr and says in done.stderr
+        # named on stderr and left out: a bad variable must not stop Blender's add-on loading
+        assert done.returncode == 0 and done.stdout.strip() == str(ms.usable_cores())
+        assert f"MASS_SPRING_NUM_THREADS={bad!r} ignored" in done.stderr
 
 
 def test_workers_stopped_before_they_ran_end(restore_workers):

@@ -57,21 +57,21 @@ NUM_THREADS_VARIABLE = "MASS_SPRING_NUM_THREADS"
 
 
 def _threads_from_environment() -> None:
-    """Workers from MASS_SPRING_NUM_THREADS (scripts, render farms), if it is set."""
+    """Workers from MASS_SPRING_NUM_THREADS (scripts, render farms), if it is set. A bad
+    value is named on stderr and left out, not raised: it must not stop the add-on from
+    loading inside Blender."""
     import os
+    import sys
 
     text = os.environ.get(NUM_THREADS_VARIABLE, "").strip()
     if not text:
         return
     try:
-        n = int(text)
+        set_num_threads(int(text))
     except ValueError:
-        raise ValueError(f"{NUM_THREADS_VARIABLE}={text!r}: expected a whole number of workers "
-                         f"(1 to use one core; unset it to use all {usable_cores()})") from None
-    try:
-        set_num_threads(n)
-    except ValueError as ex:
-        raise ValueError(f"{NUM_THREADS_VARIABLE}={text!r}: {ex}") from None
+        print(f"mass_spring: {NUM_THREADS_VARIABLE}={text!r} ignored: expected a whole number "
+              f"of workers from 1 to 1024; using all {usable_cores()} usable cores",
+              file=sys.stderr)
 
 
 _threads_from_environment()
