@@ -45,6 +45,24 @@ void bind_parallel(py::module_& m) {
       py::arg("n"),
       "Run big systems' loops on n workers, the calling thread included (default: the cores "
       "this process may use, or MASS_SPRING_NUM_THREADS). The numbers are the same for any n.");
+  m.def(
+      "_restart_workers",
+      [](int rounds) {
+        // For tests: workers made and stopped back to back, the race of a worker that
+        // first runs after it was stopped (test_workers_stopped_before_they_ran_end).
+        py::gil_scoped_release free;
+        WorkerPool& pool = WorkerPool::shared();
+        const int before = pool.num_threads();
+        std::vector<int> touched(8);
+        for (int r = 0; r < rounds; ++r) {
+          pool.set_num_threads(2 + r % 3);
+          pool.run(8, [&](int c) { touched[c] += 1; });
+        }
+        pool.set_num_threads(before);
+        for (int count : touched)
+          if (count != rounds) throw std::logic_error("a chunk ran other than once per round");
+      },
+      py::arg("rounds"));
   m.def("get_num_threads", [] { return ms::WorkerPool::shared().num_threads(); },
         "The workers big systems' loops run on (set_num_threads).");
   m.def("usable_cores", &ms::WorkerPool::usable_cores,
