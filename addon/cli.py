@@ -319,6 +319,14 @@ def bake_and_save(scene, objects, args, output: str, before_save=None) -> None:
         for path, what in ((output, "the output .blend"), (bpy.data.filepath, "the input .blend")):
             if path and bake.same_file(report, path):
                 raise CommandError(f"--report {args.report} is {what}: choose another report file")
+    # Before: an output or report that names the cache an object plays replaced it, and the
+    # saved scene played a .blend or a CSV file (tests/fuzz_bake.py). Relative paths are
+    # read from the open .blend, the input, as its objects play them.
+    for path, option in ((output, "--output"), (report, "--report")):
+        players = bake.pc2_users(path) if path else []
+        if players:
+            raise CommandError(f"{option} {path} is the PC2 cache of {players[0].name!r}: "
+                               "choose another file")
     existed = os.path.exists(output)
     swap = writers.FileSwap()
     with _Interrupt() as interrupt:
@@ -416,7 +424,7 @@ def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet:
     and simulated before any bake is written, so that a failing object leaves the others'
     previous bakes (and PC2 files) as they were. `swap`: the writers.FileSwap that puts the
     PC2 files in place, for the caller to commit (bake.finish_all); `report`: the --report
-    file, which must be no PC2 file. The BakeResults."""
+    file, which must be no object's PC2 file. The BakeResults."""
     jobs = [_new_job(scene, obj, overrides[obj.name]) for obj in objects]
     try:
         bake.check_distinct_pc2_files(jobs)
@@ -430,10 +438,6 @@ def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet:
                                        "choose another PC2 File, or another file for that")
     except BakeError as ex:
         raise CommandError(one_line(ex)) from None
-    players = bake.pc2_users(report) if report else []
-    if players:  # before: the report replaced a cache the saved scene plays
-        raise CommandError(f"--report {report} is the PC2 cache of {players[0].name!r}: "
-                           "choose another report file")
     for job in jobs:
         _simulate_one(job, quiet, interrupt)
     interrupt.check()

@@ -326,9 +326,10 @@ def must_refuse(folder: Path, argv: list[str], want: dict, earlier: dict) -> str
     """Why this pc2scene case would destroy data if it baked (it must not exit 0), or None:
     two baked objects with one PC2 file, a PC2 file that is the input or output .blend,
     a folder, an existing file that is not a PC2 cache, another object's cache or the
-    report, a report that is the input or output .blend, or shape keys on a mesh that two
-    objects share. PC2 paths starting with // are relative to the output's folder, where
-    the command saves the scene before baking."""
+    report, a report that is the input or output .blend, an output or report that is the
+    cache an object plays, or shape keys on a mesh that two objects share. PC2 paths
+    starting with // are relative to the output's folder, where the command saves the scene
+    before baking; the caches objects play, to the input's folder (where they were baked)."""
     spec = want["scene"]
     objects = spec["objects"] + ([{"name": "Slow", "output": "PC2", "pc2": "", "linked": None}]
                                  if spec["slow"] else [])
@@ -344,8 +345,10 @@ def must_refuse(folder: Path, argv: list[str], want: dict, earlier: dict) -> str
 
     if report in blends:
         return "the report is the input or output .blend"
-    if report and any(where(stored) == report for stored in earlier.values()):
-        return "the report is an object's cache"
+    played = {Path(os.path.normpath(folder / stored[2:] if stored.startswith("//") else stored))
+              for stored in earlier.values()}
+    if blends[1] in played or report in played:
+        return "the output or report is an object's cache"
 
     owners = {}
     for o in objects:
@@ -459,7 +462,7 @@ def run_case(folder: Path, argv: list[str], want: dict) -> str:
     after = checksums(folder)
     assert after == before, (f"a failed run changed files: "
                              f"{sorted(set(after.items()) ^ set(before.items()))}\n{stderr[-3000:]}")
-    if refuse and errors and any(word in errors[0] for word in ("PC2 file", "shared", "--report")):
+    if refuse and errors and any(word in errors[0] for word in ("PC2", "shared", "--report")):
         return kind + "refused"
     return kind + f"exit {code}"
 

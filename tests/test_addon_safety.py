@@ -399,6 +399,19 @@ def test_a_report_that_would_replace_a_cache_or_the_blend_is_refused(saved, tmp_
     assert checksums(tmp_path) == before
 
 
+def test_an_output_that_is_the_cache_an_object_plays_is_refused(saved, tmp_path):
+    # Before: the baked .blend was saved over the cache of C (PC2 File //cache.blend).
+    cli, bake = submodule("cli"), submodule("bake")
+    c = grid("C", output='PC2', pc2_path="//cache.blend")
+    bake.bake_object(saved, c)
+    a = grid("A", x=3.0)
+    bpy.ops.wm.save_mainfile()
+    before = checksums(tmp_path)
+    with pytest.raises(cli.CommandError, match="is the PC2 cache of 'C'"):
+        cli.bake_and_save(saved, [a], _bake_args(tmp_path), str(tmp_path / "cache.blend"))
+    assert checksums(tmp_path) == before
+
+
 def test_pc2_files_are_put_back_when_the_save_fails(saved, tmp_path):
     # Before: the PC2 files were in place before the report was written and the .blend
     # saved; a report that failed (in a folder that did not exist), or a save that failed,
