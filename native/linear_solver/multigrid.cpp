@@ -486,6 +486,20 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
       pair_blocks_[p] = {find_block(A, a, b), find_block(A, b, a)};
   pair_nodes_.resize(np);
   for (int p = 0; p < np; ++p) pair_nodes_[p] = elements.pair_nodes(p);
+  // Each node's pairs (a pair from a mass to itself adds nothing), in the pairs' order.
+  node_pairs_start_.assign(nn + 1, 0);
+  auto each_end = [&](const auto& visit) {
+    for (int p = 0; p < np; ++p)
+      if (const auto [a, b] = elements.pair_nodes(p); a != b) {
+        if (a >= 0) visit(a, p);
+        if (b >= 0) visit(b, p);
+      }
+  };
+  each_end([&](int node, int) { ++node_pairs_start_[node + 1]; });
+  for (int k = 0; k < nn; ++k) node_pairs_start_[k + 1] += node_pairs_start_[k];
+  node_pairs_.resize(node_pairs_start_[nn]);
+  std::vector<int> next(node_pairs_start_.begin(), node_pairs_start_.end() - 1);
+  each_end([&](int node, int p) { node_pairs_[next[node]++] = p; });
 }
 
 // The matrix of level 0 is sym(J): each pair adds sym(W) to its ends' diagonal blocks and
@@ -495,8 +509,7 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
 void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   const int D = dim_, DD = D * D;
   DoubleBlocks& A = levels_[0].A;
-  // Each half of the rows adds what lands in its own blocks, in the pairs' order: the sums
-  // are those of one pass.
+  // Each chunk of rows adds what lands in its own blocks.
   in_row_chunks(A.rows(), parallel, [&](int first, int last) {
     auto mine = [&](int node) { return node >= first && node < last; };
     auto add = [&](int block, const double* S, double sign) {
@@ -514,20 +527,18 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
         for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
       add(diagonal_[i], S, 1.0);
     }
-    for (int p = 0; p < elements.num_pairs(); ++p) {
-      const auto [a, b] = elements.pair_nodes(p);
-      const bool at_a = a >= 0 && mine(a), at_b = b >= 0 && mine(b);
-      if (a == b || left_out(p) || !(at_a || at_b)) continue;
-      const double* W = elements.pair_block(p);
-      for (int r = 0; r < D; ++r)
-        for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
-      if (at_a) add(diagonal_[a], S, 1.0);
-      if (at_b) add(diagonal_[b], S, 1.0);
-      if (pair_blocks_[p][0] >= 0) {
-        if (at_a) add(pair_blocks_[p][0], S, -1.0);
-        if (at_b) add(pair_blocks_[p][1], S, -1.0);
+    // Each row's pairs in the pairs' order (node_pairs_): the sums are those of one pass
+    // over the pairs, and a chunk reads only its own rows' pairs.
+    for (int i = first; i < last; ++i)
+      for (int q = node_pairs_start_[i]; q < node_pairs_start_[i + 1]; ++q) {
+        const int p = node_pairs_[q];
+        if (left_out(p)) continue;
+        const double* W = elements.pair_block(p);
+        for (int r = 0; r < D; ++r)
+          for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
+        add(diagonal_[i], S, 1.0);
+        if (pair_blocks_[p][0] >= 0) add(pair_blocks_[p][elements.pair_nodes(p)[0] == i ? 0 : 1], S, -1.0);
       }
-    }
   });
 }
 

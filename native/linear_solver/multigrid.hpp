@@ -148,6 +148,7 @@ class SmoothedAggregation {
   std::vector<std::array<int, 2>> pair_nodes_;  // the topology level 0's pattern is for
   std::vector<std::array<int, 2>> pair_blocks_;  // blocks (a, b) and (b, a) of each pair
   std::vector<int> diagonal_;                    // level 0's diagonal block of each row
+  std::vector<int> node_pairs_start_, node_pairs_;  // each level-0 node's pairs, in order
   std::vector<Eigen::VectorXd> top_modes_;  // each level's last power-iteration vector
   Eigen::SimplicialLDLT<SpMat> coarse_;
   int dim_ = 0;
