@@ -403,15 +403,14 @@ class System {
   std::vector<VecD> rods_checked_fix_pos_;
 
   bool pattern_ready_ = false;  // the Newton matrix's pattern is set up
-  // Assembly's chunks of springs (parallel/parallel_for.hpp): the Newton matrix's pairs of
-  // all springs (springs between two fixes have none), the pair each chunk starts
-  // numbering at, and the force entries each chunk reaches. Planned with the pattern (a
-  // pass over all springs that every assembly would repeat).
+  // Assembly's springs: each spring's pair in the Newton matrix (-1 between two fixes:
+  // none), numbered in the springs' order, and their chunks by where they lie
+  // (parallel/chunk_sums.hpp; none below kSplitMinMasses masses). Planned with the
+  // pattern (a pass over all springs that every assembly would repeat).
   struct SpringChunks {
     int all = 0;
-    std::vector<int> first_pair;  // one per chunk
-    std::vector<ChunkSpan> spans;  // one per chunk when there are several
-    int chunks() const { return static_cast<int>(first_pair.size()); }
+    std::vector<int> pair;
+    ChunkPlan by_node;
   };
   SpringChunks spring_chunks_;
   SpringChunks plan_spring_chunks() const;

@@ -56,13 +56,15 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     return largest;
   };
 
-  // Springs [first, last), the first being matrix pair `pair`, their forces added to `out`
-  // (which holds the entries from `offset` on): the largest element force.
-  auto add_springs = [&](std::size_t first, std::size_t last, int pair, VectorXd* out, Eigen::Index offset) {
+  // The springs order[first ... last - 1], their forces added to `out` (which holds the
+  // entries from `offset` on): the largest element force.
+  auto add_springs = [&](const int* first, const int* last, VectorXd* out, Eigen::Index offset) {
     double largest = 0;
-    for (std::size_t k = first; k < last; ++k) {
+    for (const int* at = first; at != last; ++at) {
+      const int k = *at;
       const Spring& s = springs_[k];
-      if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
+      const int slot = spring_chunks.pair[k];
+      if (slot < 0) continue;  // between two fixes
       const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
       const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
       const ElementForce<D> e = matrix ? spring_force<D>(s, d, dv, definite_newton_)
@@ -72,24 +74,24 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
         if (s.c[0].type == MASS) out->template segment<D>(D * s.c[0].nr - offset) += e.f;
         if (s.c[1].type == MASS) out->template segment<D>(D * s.c[1].nr - offset) -= e.f;
       }
-      if (matrix) matrix->set_pair(pair, node(s.c[0]), node(s.c[1]), cK * e.A + cV * e.B);
-      ++pair;
+      if (matrix) matrix->set_pair(slot, node(s.c[0]), node(s.c[1]), cK * e.A + cV * e.B);
     }
     return largest;
   };
   const long ns = static_cast<long>(springs_.size());
-  const int chunks = spring_chunks.chunks();
+  const ChunkPlan& plan = spring_chunks.by_node;
+  const int chunks = plan.chunks();
   double largest = 0;
   if (chunks == 1) {
     largest = set_masses();  // first: it sets F, where the springs then add
-    largest = std::max(largest, add_springs(0, ns, pair, F, 0));
+    largest = std::max(largest, add_springs(plan.order.data(), plan.order.data() + ns, F, 0));
   } else {  // each chunk's forces apart, added in chunk order: the same on any workers
-    ChunkSums sums(spring_chunks.spans, F);  // local: const reads (evaluate) may assemble during a step
+    ChunkSums sums(plan.spans, F);  // local: const reads (evaluate) may assemble during a step
     std::vector<double> chunk_largest(chunks, 0.0);
     WorkerPool::shared().run(chunks, [&](int c) {
       const double weights = c == 0 ? set_masses() : 0.0;  // F's start, where chunk 0 adds
-      chunk_largest[c] = std::max(weights, add_springs(chunk_begin(ns, chunks, c), chunk_begin(ns, chunks, c + 1),
-                                                       pair + spring_chunks.first_pair[c], sums.sum(c), sums.offset(c)));
+      chunk_largest[c] = std::max(weights, add_springs(&plan.order[plan.start[c]], &plan.order[0] + plan.start[c + 1],
+                                                       sums.sum(c), sums.offset(c)));
     });
     sums.finish();
     for (double l : chunk_largest) largest = std::max(largest, l);
@@ -129,14 +131,11 @@ template <int D>
 typename System<D>::SpringChunks System<D>::plan_spring_chunks() const {
   SpringChunks plan;
   const long ns = static_cast<long>(springs_.size());
+  plan.pair.assign(ns, -1);
+  for (long k = 0; k < ns; ++k)
+    if (springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS) plan.pair[k] = plan.all++;
   const int chunks = num_masses() >= kSplitMinMasses ? chunk_count(ns, kSpringGrain) : 1;
-  auto has_mass = [&](long k) { return springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS; };
-  for (int c = 0; c < chunks; ++c) {
-    plan.first_pair.push_back(plan.all);
-    for (long k = chunk_begin(ns, chunks, c); k < chunk_begin(ns, chunks, c + 1); ++k) plan.all += has_mass(k);
-  }
-  if (chunks > 1)
-    plan.spans = chunk_spans(ns, chunks, D, [&](long k, auto&& visit) {
+  plan.by_node = plan_by_nodes(ns, num_masses(), chunks, D, [&](long k, auto&& visit) {
       for (const Connector& end : springs_[k].c) visit(end.type == MASS ? end.nr : -1);
     });
   return plan;

@@ -32,7 +32,7 @@ class ElementMatrix {
     pair_block_.resize(static_cast<std::size_t>(num_pairs) * dim * dim);
     rod_grad_.resize(static_cast<std::size_t>(num_rods) * dim);
     first_rod_pair_ = num_pairs - num_rods;
-    spans_.clear();  // the pairs' ends are written next: multiply plans its chunks anew
+    plan_ = ChunkPlan();  // the pairs' ends are written next: multiply plans its chunks anew
     for (int i : block_nodes_)
       std::fill_n(&node_block_[static_cast<std::size_t>(i) * dim * dim], dim * dim, 0.0);
     block_nodes_.clear();
@@ -130,21 +130,23 @@ class ElementMatrix {
   }
 
  private:
-  // y += the pairs [first, last) times x, y holding the entries from `offset` on.
+  // y += pair p times x, y holding the entries from `offset` on.
   template <int D>
-  void add_pairs(const Eigen::VectorXd& x, Eigen::VectorXd& y, std::size_t first, std::size_t last,
-                 Eigen::Index offset = 0) const {
+  void add_pair(const Eigen::VectorXd& x, Eigen::VectorXd& y, long p, Eigen::Index offset) const {
     using Vec = Eigen::Matrix<double, D, 1>;
     using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
-    for (std::size_t p = first; p < last; ++p) {
-      const auto [a, b] = pair_node_[p];
-      Vec d = Vec::Zero();
-      if (a >= 0) d += x.template segment<D>(D * a);
-      if (b >= 0) d -= x.template segment<D>(D * b);
-      const Vec Wd = Block(&pair_block_[p * D * D]) * d;
-      if (a >= 0) y.template segment<D>(D * a - offset) += Wd;
-      if (b >= 0) y.template segment<D>(D * b - offset) -= Wd;
-    }
+    const auto [a, b] = pair_node_[p];
+    Vec d = Vec::Zero();
+    if (a >= 0) d += x.template segment<D>(D * a);
+    if (b >= 0) d -= x.template segment<D>(D * b);
+    const Vec Wd = Block(&pair_block_[static_cast<std::size_t>(p) * D * D]) * d;
+    if (a >= 0) y.template segment<D>(D * a - offset) += Wd;
+    if (b >= 0) y.template segment<D>(D * b - offset) -= Wd;
+  }
+  template <int D>
+  void add_pairs(const Eigen::VectorXd& x, Eigen::VectorXd& y, const int* first, const int* last,
+                 Eigen::Index offset) const {
+    for (const int* p = first; p != last; ++p) add_pair<D>(x, y, *p, offset);
   }
 
   template <int D>
@@ -163,17 +165,18 @@ class ElementMatrix {
     const int chunks = parallel ? chunk_count(np, kPairGrain) : 1;
     if (chunks == 1) {
       add_masses<D>(x, y);
-      add_pairs<D>(x, y, 0, np);
+      for (long p = 0; p < np; ++p) add_pair<D>(x, y, p, 0);
     } else {
-      if (static_cast<int>(spans_.size()) != chunks)  // once per assembly (resize clears them)
-        spans_ = chunk_spans(np, chunks, D, [&](long p, auto&& visit) {
+      if (plan_.chunks() != chunks)  // once per assembly (resize clears it)
+        plan_ = plan_by_nodes(np, nm, chunks, D, [&](long p, auto&& visit) {
           visit(pair_node_[p][0]);
           visit(pair_node_[p][1]);
         });
-      ChunkSums sums(spans_, &y);
+      ChunkSums sums(plan_.spans, &y);
       WorkerPool::shared().run(chunks, [&](int c) {
         if (c == 0) add_masses<D>(x, y);  // where chunk 0's pairs then add
-        add_pairs<D>(x, *sums.sum(c), chunk_begin(np, chunks, c), chunk_begin(np, chunks, c + 1), sums.offset(c));
+        add_pairs<D>(x, *sums.sum(c), &plan_.order[plan_.start[c]], &plan_.order[0] + plan_.start[c + 1],
+                     sums.offset(c));
       });
       sums.finish();
     }    const int rows_lam = D * nm;
@@ -202,8 +205,8 @@ class ElementMatrix {
   std::vector<double> rod_grad_;
   std::vector<double> node_block_;  // D x D per mass, zero but for block_nodes_
   std::vector<int> block_nodes_;
-  // A parallel product's chunks: the entries each chunk's pairs reach.
-  mutable std::vector<ChunkSpan> spans_;
+  // A parallel product's chunks of pairs, by where they lie.
+  mutable ChunkPlan plan_;
 };
 
 }  // namespace ms

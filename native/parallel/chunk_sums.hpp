@@ -17,22 +17,48 @@ struct ChunkSpan {
   Eigen::Index first = 0, size = 0;  // entries [first, first + size)
 };
 
-// The spans of `chunks` equal parts of elements [0, n), where ends(e, visit) calls
-// visit(node) for each end of element e (node < 0: no entry) and a node has `dim` entries.
+// Elements cut into chunks by where they lie: element e goes to the chunk of its first
+// end among `chunks` equal ranges of `num_nodes` nodes, in the elements' order within a
+// chunk. On a mesh numbered row by row a chunk's elements then reach only a row or two
+// beyond its own nodes, whatever order the elements come in (a grid's row edges, then its
+// column edges, ...), so the chunks' buffers (ChunkSums) add up to about one vector.
+// ends(e, visit) calls visit(node) for each end of element e (node < 0: none).
+struct ChunkPlan {
+  std::vector<int> start;  // chunk c's elements are order[start[c]] ... order[start[c + 1] - 1]
+  std::vector<int> order;
+  std::vector<ChunkSpan> spans;
+  int chunks() const { return static_cast<int>(start.size()) - 1; }
+};
+
 template <class Ends>
-std::vector<ChunkSpan> chunk_spans(long n, int chunks, int dim, const Ends& ends) {
-  std::vector<ChunkSpan> spans(chunks);
+ChunkPlan plan_by_nodes(long n, int num_nodes, int chunks, int dim, const Ends& ends) {
+  ChunkPlan plan;
+  std::vector<int> chunk_of(n, 0);
+  plan.start.assign(chunks + 1, 0);
+  for (long e = 0; e < n; ++e) {
+    long first = -1;
+    ends(e, [&](long node) {
+      if (node >= 0 && first < 0) first = node;
+    });
+    if (first >= 0 && num_nodes > 0) chunk_of[e] = static_cast<int>(first * chunks / num_nodes);
+    ++plan.start[chunk_of[e] + 1];
+  }
+  for (int c = 0; c < chunks; ++c) plan.start[c + 1] += plan.start[c];
+  plan.order.resize(n);
+  std::vector<int> next(plan.start.begin(), plan.start.end() - 1);
+  for (long e = 0; e < n; ++e) plan.order[next[chunk_of[e]]++] = static_cast<int>(e);
+  plan.spans.assign(chunks, ChunkSpan());
   for (int c = 0; c < chunks; ++c) {
     long lo = -1, hi = -1;
-    for (long e = chunk_begin(n, chunks, c); e < chunk_begin(n, chunks, c + 1); ++e)
-      ends(e, [&](long node) {
+    for (int q = plan.start[c]; q < plan.start[c + 1]; ++q)
+      ends(plan.order[q], [&](long node) {
         if (node < 0) return;
         lo = lo < 0 ? node : std::min(lo, node);
         hi = std::max(hi, node);
       });
-    if (lo >= 0) spans[c] = {static_cast<Eigen::Index>(dim) * lo, static_cast<Eigen::Index>(dim) * (hi - lo + 1)};
+    if (lo >= 0) plan.spans[c] = {static_cast<Eigen::Index>(dim) * lo, static_cast<Eigen::Index>(dim) * (hi - lo + 1)};
   }
-  return spans;
+  return plan;
 }
 
 class ChunkSums {

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -29,9 +30,13 @@
 
 namespace ms {
 
-// At most this many chunks per loop: beyond it the combining passes cost more than the
-// extra workers save on the sizes our users bake (up to a few 10^5 vertices).
-constexpr int kMaxChunks = 16;
+// At most this many chunks per loop. Measured on the 129^2 folding sheet (2 cores,
+// scripts/bench_threads.py, docs/performance.md "All cores, the same bits"): with 4 or 16
+// chunks both one and two workers were slower than with 2 (one worker +5 %, from the
+// chunks' buffers and passes; two workers 1.3-1.8 s against 1.2 s, even with each worker
+// keeping its own chunks), so loops stay at two chunks until that cost is found; the pool
+// itself runs any number of chunks on any number of workers with the same bits.
+constexpr int kMaxChunks = 2;
 
 // Vector loops (GMRES, the Newton iteration's per-mass passes) get one chunk per this many
 // entries: a shorter loop runs faster alone than handed over.
@@ -71,6 +76,7 @@ class WorkerPool {
     std::lock_guard<std::mutex> own(in_use_);
     stop();
     num_threads_ = std::max(1, n);
+    next_.reset(new std::atomic<int>[num_threads_]);
   }
   int num_threads() const { return num_threads_; }
 
@@ -90,12 +96,14 @@ class WorkerPool {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &work;
       chunks_ = chunks;
-      next_.store(0, std::memory_order_relaxed);
+      parties_ = std::min(chunks, num_threads_);
+      for (int party = 0; party < parties_; ++party)
+        next_[party].store(first_chunk(party, chunks), std::memory_order_relaxed);
       open_ = true;
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    run_chunks(work, chunks);
+    run_chunks(work, chunks, 0);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       open_ = false;  // from here no worker joins this loop
@@ -108,26 +116,36 @@ class WorkerPool {
 
  private:
   // How long a worker spins after a loop before it sleeps.
-  static constexpr std::chrono::microseconds kSpinTime{1000};
+  static constexpr std::chrono::microseconds kSpinTime{2000};
 
-  WorkerPool() : num_threads_(usable_cores()) {}
+  WorkerPool() : num_threads_(usable_cores()), next_(new std::atomic<int>[num_threads_]) {}
 
   static bool& in_chunk() {
     static thread_local bool inside = false;
     return inside;
   }
 
-  // Claims chunks until none are left.
-  void run_chunks(const std::function<void(int)>& work, int chunks) {
+  // Party p (the caller 0, worker p) owns the chunks from first_chunk(p) to
+  // first_chunk(p + 1): the same ones in every loop of that many chunks, so that each
+  // keeps its part of the data in its core's cache (dynamic claiming of 4 or 16 chunks on
+  // 2 workers made the 129^2 sheet 1.4-1.5x slower than 2 chunks).
+  int first_chunk(int party, int chunks) const { return static_cast<int>(chunk_begin(chunks, parties_, party)); }
+
+  // Runs party `party`'s own chunks, then takes the chunks others have not reached yet
+  // (a worker still asleep, or busy elsewhere) from the start of their ranges.
+  void run_chunks(const std::function<void(int)>& work, int chunks, int party) {
     in_chunk() = true;
     struct Leave {
       ~Leave() { in_chunk() = false; }
     } leave;
-    for (int c; (c = next_.fetch_add(1, std::memory_order_acq_rel)) < chunks;) {
-      try {
-        work(c);
-      } catch (...) {
-        failures_[c] = std::current_exception();
+    for (int k = 0; k < parties_; ++k) {
+      const int owner = (party + k) % parties_, end = first_chunk(owner + 1, chunks);
+      for (int c; (c = next_[owner].fetch_add(1, std::memory_order_acq_rel)) < end;) {
+        try {
+          work(c);
+        } catch (...) {
+          failures_[c] = std::current_exception();
+        }
       }
     }
   }
@@ -186,7 +204,7 @@ class WorkerPool {
         job = job_;
         chunks = chunks_;
       }
-      run_chunks(*job, chunks);
+      run_chunks(*job, chunks, id);
       active_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
@@ -196,10 +214,11 @@ class WorkerPool {
   std::mutex mutex_;   // job_, chunks_, open_, quit_; with wake_, the sleeping workers
   std::condition_variable wake_;
   const std::function<void(int)>* job_ = nullptr;
-  int chunks_ = 0;
+  int chunks_ = 0, parties_ = 0;  // parties_: the caller and the workers that take part
   bool open_ = false, quit_ = false;
   std::atomic<unsigned long> generation_{0};
-  std::atomic<int> next_{0}, active_{0};
+  std::atomic<int> active_{0};
+  std::unique_ptr<std::atomic<int>[]> next_;  // each party's next chunk, num_threads_ of them
   std::vector<std::exception_ptr> failures_;  // one per chunk
   std::vector<std::thread> workers_;
 };
