@@ -30,12 +30,10 @@
 
 namespace ms {
 
-// At most this many chunks per loop. Measured on the 129^2 folding sheet (2 cores,
-// scripts/bench_threads.py, docs/performance.md "All cores, the same bits"): with 4 or 16
-// chunks both one and two workers were slower than with 2 (one worker +5 %, from the
-// chunks' buffers and passes; two workers 1.3-1.8 s against 1.2 s, even with each worker
-// keeping its own chunks), so loops stay at two chunks until that cost is found; the pool
-// itself runs any number of chunks on any number of workers with the same bits.
+// At most this many chunks per loop: with more, one and two workers were both slower on
+// the folding sheets (docs/performance.md, "All cores, the same bits"), so loops stay at
+// two chunks until that cost is found. The pool itself runs any number of chunks on any
+// number of workers with the same bits.
 constexpr int kMaxChunks = 2;
 
 // Vector loops (GMRES, the Newton iteration's per-mass passes) get one chunk per this many
@@ -127,8 +125,8 @@ class WorkerPool {
 
   // Party p (the caller 0, worker p) owns the chunks from first_chunk(p) to
   // first_chunk(p + 1): the same ones in every loop of that many chunks, so that each
-  // keeps its part of the data in its core's cache (dynamic claiming of 4 or 16 chunks on
-  // 2 workers made the 129^2 sheet 1.4-1.5x slower than 2 chunks).
+  // keeps its part of the data in its core's cache (claiming chunks from one counter moved
+  // them between cores: docs/performance.md, "All cores, the same bits").
   int first_chunk(int party, int chunks) const { return static_cast<int>(chunk_begin(chunks, parties_, party)); }
 
   // Runs party `party`'s own chunks, then takes the chunks others have not reached yet
