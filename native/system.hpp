@@ -159,8 +159,8 @@ class System {
   // chunks on the workers (parallel/parallel_for.hpp): springs kSpringGrain a chunk,
   // masses kContactGrain a chunk in the nearest-point searches.
   static constexpr int kSplitMinMasses = 1000;
-  static constexpr long kSpringGrain = 2048;
-  static constexpr long kContactGrain = 512;
+  static constexpr long kSpringGrain = 256;
+  static constexpr long kContactGrain = 256;
   static constexpr int kMultigridMinMasses = 4000;
   // Under error control Newton's linear systems are solved to 1e-1, where a V-cycle beats
   // an LDL^T factor that a folding sheet makes stale almost every step from about 1000

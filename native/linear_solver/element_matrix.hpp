@@ -73,7 +73,7 @@ class ElementMatrix {
   int num_rods() const { return static_cast<int>(rod_grad_.size()) / (dim_ > 0 ? dim_ : 1); }
 
   // The pairs a parallel product cuts into one chunk each (parallel_for.hpp).
-  static constexpr long kPairGrain = 4096;
+  static constexpr long kPairGrain = 256;
 
   // y = J x; with `parallel`, the pairs in chunks at once (by their number alone), each
   // chunk's sum kept apart and the sums added in chunk order: the same numbers on any

@@ -77,7 +77,7 @@ class SmoothedAggregation {
   // the workers (parallel/parallel_for.hpp); false: one pass. The numbers are the same.
   bool parallel = false;
   // Rows a chunk of the row loops (setup products, restriction, prolongation).
-  static constexpr long kRowGrain = 1024;
+  static constexpr long kRowGrain = 256;
   // Forgets what the next setup would start from (a restart point: see System::checkpoint).
   void restart() { top_modes_.clear(); }
 

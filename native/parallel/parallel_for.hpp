@@ -38,7 +38,7 @@ constexpr int kMaxChunks = 2;
 
 // Vector loops (GMRES, the Newton iteration's per-mass passes) get one chunk per this many
 // entries: a shorter loop runs faster alone than handed over.
-constexpr long kVectorGrain = 16384;
+constexpr long kVectorGrain = 8192;
 
 // The chunks a loop of `items` is cut into: one per `grain` items, 1 to kMaxChunks.
 inline int chunk_count(long items, long grain) {
