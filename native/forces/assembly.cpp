@@ -131,13 +131,16 @@ template <int D>
 typename System<D>::SpringChunks System<D>::plan_spring_chunks() const {
   SpringChunks plan;
   const long ns = static_cast<long>(springs_.size());
-  plan.pair.assign(ns, -1);
-  for (long k = 0; k < ns; ++k)
-    if (springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS) plan.pair[k] = plan.all++;
   const int chunks = num_masses() >= kSplitMinMasses ? chunk_count(ns, kSpringGrain) : 1;
   plan.by_node = plan_by_nodes(ns, num_masses(), chunks, D, [&](long k, auto&& visit) {
       for (const Connector& end : springs_[k].c) visit(end.type == MASS ? end.nr : -1);
     });
+  // Pairs numbered in the chunks' order, so that each chunk writes its own run of the
+  // matrix's blocks: numbered as the springs, two chunks of a mesh whose vertices come in
+  // any order wrote alternate blocks and shared their cache lines.
+  plan.pair.assign(ns, -1);
+  for (const int k : plan.by_node.order)
+    if (springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS) plan.pair[k] = plan.all++;
   return plan;
 }
 
@@ -233,13 +236,15 @@ std::vector<char> System<D>::soft_springs() const {
   for (const Spring& s : springs_)
     for (const Connector& c : s.c)
       if (c.type == MASS) stiffest[c.nr] = std::max(stiffest[c.nr], s.stiffness);
-  std::vector<char> soft;
-  for (const Spring& s : springs_) {
-    if (s.c[0].type == FIX && s.c[1].type == FIX) continue;  // not a pair (assemble)
+  const SpringChunks& pairs = spring_chunks_;
+  std::vector<char> soft(pairs.all, 0);
+  for (std::size_t k = 0; k < springs_.size(); ++k) {
+    const Spring& s = springs_[k];
+    if (pairs.pair[k] < 0) continue;  // between two fixes: not a pair
     bool weak = true;
     for (const Connector& c : s.c)
       if (c.type == MASS) weak = weak && s.stiffness < kSoftSpringShare * stiffest[c.nr];
-    soft.push_back(weak);
+    soft[pairs.pair[k]] = weak;
   }
   return soft;
 }

@@ -27,12 +27,16 @@ class ElementMatrix {
   // Sizes the storage; the values are then written by set_mass, set_pair and set_rod.
   void resize(int dim, int num_masses, int num_pairs, int num_rods) {
     dim_ = dim;
-    mass_diag_.resize(num_masses);
-    pair_node_.resize(num_pairs);
     pair_block_.resize(static_cast<std::size_t>(num_pairs) * dim * dim);
     rod_grad_.resize(static_cast<std::size_t>(num_rods) * dim);
     first_rod_pair_ = num_pairs - num_rods;
-    plan_ = ChunkPlan();  // the pairs' ends are written next: multiply plans its chunks anew
+    // The pairs join the same masses from one assembly to the next (a new topology comes
+    // as a new pattern: NewtonLinearSolver::set_pattern), so a parallel product's plan
+    // holds until the sizes change.
+    if (num_masses != static_cast<int>(mass_diag_.size()) || num_pairs != static_cast<int>(pair_node_.size()))
+      plan_ = ChunkPlan();
+    mass_diag_.resize(num_masses);
+    pair_node_.resize(num_pairs);
     for (int i : block_nodes_)
       std::fill_n(&node_block_[static_cast<std::size_t>(i) * dim * dim], dim * dim, 0.0);
     block_nodes_.clear();
@@ -167,7 +171,7 @@ class ElementMatrix {
       add_masses<D>(x, y);
       for (long p = 0; p < np; ++p) add_pair<D>(x, y, p, 0);
     } else {
-      if (plan_.chunks() != chunks)  // once per assembly (resize clears it)
+      if (plan_.chunks() != chunks)  // once per topology (resize)
         plan_ = plan_by_nodes(np, nm, chunks, D, [&](long p, auto&& visit) {
           visit(pair_node_[p][0]);
           visit(pair_node_[p][1]);

@@ -81,6 +81,12 @@ class WorkerPool {
   // work(c) for every chunk c in [0, chunks), on up to num_threads() workers (the caller
   // among them); returns when all are done. If chunks fail, the exception of the first
   // failing chunk is rethrown (the same one whatever ran it).
+  //
+  // The hand-over takes no lock unless a worker sleeps: a loop is posted by publishing
+  // its generation (release), and closed by clearing open_; a worker counts itself in
+  // active_ before it checks that its loop is still open, and the caller clears open_
+  // before it waits for active_ to reach zero, so that (all four sequentially consistent)
+  // either the worker sees the loop closed or the caller waits for it.
   void run(int chunks, const std::function<void(int)>& work) {
     std::unique_lock<std::mutex> own(in_use_, std::defer_lock);
     // A loop inside a chunk runs on its caller (in_chunk(): try_lock on a mutex the thread
@@ -90,24 +96,21 @@ class WorkerPool {
       return;
     }
     failures_.assign(chunks, nullptr);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &work;
-      chunks_ = chunks;
-      parties_ = std::min(chunks, num_threads_);
-      for (int party = 0; party < parties_; ++party)
-        next_[party].store(first_chunk(party, chunks), std::memory_order_relaxed);
-      open_ = true;
-      generation_.fetch_add(1, std::memory_order_release);
-    }
-    wake_.notify_all();
+    job_ = &work;
+    chunks_ = chunks;
+    parties_ = std::min(chunks, num_threads_);
+    for (int party = 0; party < parties_; ++party)
+      next_[party].store(first_chunk(party, chunks), std::memory_order_relaxed);
+    const unsigned long loop = generation_.load(std::memory_order_relaxed) + 1;
+    open_.store(loop);
+    generation_.store(loop);
+    wake_sleepers();
     run_chunks(work, chunks, 0);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      open_ = false;  // from here no worker joins this loop
-    }
-    for (long spins = 0; active_.load(std::memory_order_acquire) != 0; ++spins)
+    open_.store(0);  // from here no worker joins this loop
+    for (long spins = 0; active_.load() != 0; ++spins) {
+      cpu_relax();
       if (spins > 1000) std::this_thread::yield();
+    }
     for (const std::exception_ptr& failure : failures_)
       if (failure) std::rethrow_exception(failure);
   }
@@ -121,6 +124,24 @@ class WorkerPool {
   static bool& in_chunk() {
     static thread_local bool inside = false;
     return inside;
+  }
+
+  // A spinning thread's hint to the core (it leaves the other hardware thread its share).
+  static void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
+  // After a new generation: wakes the workers asleep on wake_. A worker counts itself in
+  // sleepers_ before it checks the generation one last time and waits, so one that this
+  // misses has seen the new generation.
+  void wake_sleepers() {
+    if (sleepers_.load() == 0) return;
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    wake_.notify_all();
   }
 
   // Party p (the caller 0, worker p) owns the chunks from first_chunk(p) to
@@ -153,11 +174,11 @@ class WorkerPool {
   bool start_workers() {
     if (static_cast<int>(workers_.size()) == num_threads_ - 1) return true;
     try {
-      quit_ = false;
+      quit_.store(false);
       // A new worker starts from the generation of now, not of when it first runs: a
       // stop() before then must wake it (test_core_parallel.py,
       // test_workers_stopped_before_they_ran_end).
-      const unsigned long now = generation_.load(std::memory_order_acquire);
+      const unsigned long now = generation_.load();
       for (int id = static_cast<int>(workers_.size()) + 1; id < num_threads_; ++id)
         workers_.emplace_back([this, id, now] { serve(id, now); });
     } catch (const std::system_error&) {
@@ -171,51 +192,53 @@ class WorkerPool {
   // Ends the workers (with in_use_ held). The shared pool is never destroyed, so a
   // process exit never joins threads that might be blocked.
   void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      quit_ = true;
-      generation_.fetch_add(1, std::memory_order_release);
-    }
+    quit_.store(true);
+    generation_.fetch_add(1);
+    { std::lock_guard<std::mutex> lock(mutex_); }
     wake_.notify_all();
     for (std::thread& t : workers_) t.join();
     workers_.clear();
+  }
+
+  // Until the generation moves on from `seen`: spins for kSpinTime, then sleeps.
+  void await_generation(unsigned long seen) {
+    const auto idle_since = std::chrono::steady_clock::now();
+    for (long spins = 1; generation_.load(std::memory_order_acquire) == seen; ++spins) {
+      cpu_relax();
+      if (spins % 256 == 0 && std::chrono::steady_clock::now() - idle_since > kSpinTime) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleepers_.fetch_add(1);
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        sleepers_.fetch_sub(1);
+      }
+    }
   }
 
   // Worker `id` (1 ...) takes part in loops of more than `id` chunks, from those posted
   // after generation `seen`.
   void serve(int id, unsigned long seen) {
     for (;;) {
-      const auto idle_since = std::chrono::steady_clock::now();
-      for (long spins = 1; generation_.load(std::memory_order_acquire) == seen; ++spins)
-        if (spins % 256 == 0 && std::chrono::steady_clock::now() - idle_since > kSpinTime) {
-          std::unique_lock<std::mutex> lock(mutex_);
-          wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-        }
-      const std::function<void(int)>* job;
-      int chunks;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        seen = generation_.load(std::memory_order_acquire);
-        if (quit_) return;
-        if (!open_ || id >= chunks_) continue;
-        active_.fetch_add(1, std::memory_order_acq_rel);
-        job = job_;
-        chunks = chunks_;
-      }
-      run_chunks(*job, chunks, id);
-      active_.fetch_sub(1, std::memory_order_acq_rel);
+      await_generation(seen);
+      seen = generation_.load();
+      if (quit_.load()) return;
+      active_.fetch_add(1);
+      // job_ and chunks_ belong to loop `seen` only while it is open; the caller waits
+      // for active_ before it posts another.
+      if (open_.load() == seen && id < chunks_) run_chunks(*job_, chunks_, id);
+      active_.fetch_sub(1);
     }
   }
 
   int num_threads_;
   std::mutex in_use_;  // one loop at a time
-  std::mutex mutex_;   // job_, chunks_, open_, quit_; with wake_, the sleeping workers
+  std::mutex mutex_;   // with wake_, the sleeping workers
   std::condition_variable wake_;
   const std::function<void(int)>* job_ = nullptr;
   int chunks_ = 0, parties_ = 0;  // parties_: the caller and the workers that take part
-  bool open_ = false, quit_ = false;
+  std::atomic<bool> quit_{false};
   std::atomic<unsigned long> generation_{0};
-  std::atomic<int> active_{0};
+  std::atomic<unsigned long> open_{0};  // the generation of the loop workers may join (0: none)
+  std::atomic<int> active_{0}, sleepers_{0};
   std::unique_ptr<std::atomic<int>[]> next_;  // each party's next chunk, num_threads_ of them
   std::vector<std::exception_ptr> failures_;  // one per chunk
   std::vector<std::thread> workers_;
