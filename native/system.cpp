@@ -184,6 +184,26 @@ int System<D>::add_spring(const Spring& s) {
 }
 
 template <int D>
+template <class Law>
+int System<D>::add_stencil(const Law& law, const std::array<Connector, Law::K>& ends) {
+  require_idle("add a force element");
+  auto& set = std::get<StencilSet<Law>>(stencils_);
+  const std::function<std::string()> item = [&] {
+    return std::string(Law::kName) + " " + std::to_string(set.size());
+  };
+  law.validate(item);
+  for (const Connector& c : ends) check_connector(c, item);
+  for (int i = 0; i < Law::K; ++i)
+    for (int j = i + 1; j < Law::K; ++j)
+      require(ends[i].type != ends[j].type || ends[i].nr != ends[j].nr,
+              [&] { return item() + ": the same connector twice (" + connector_name(ends[i]) + ")"; });
+  set.laws.push_back(law);
+  set.ends.push_back(ends);
+  topology_changed();
+  return static_cast<int>(set.size()) - 1;
+}
+
+template <int D>
 int System<D>::add_constraint(const DistanceConstraint& c) {
   add_constraints({c});
   return static_cast<int>(constraints_.size()) - 1;
@@ -329,6 +349,7 @@ double System<D>::potential_energy() const {
   const long ns = static_cast<long>(springs_.size());
   e += sum_over_chunks<double>(ns, split_work_ ? chunk_count(ns, kSpringGrain) : 1,
                                [&](long first, long last) { return springs_energy(first, last); });
+  e += stencils_energy(kin);
   if (!colliders_.empty())
     for (const Touch& touch : touches(kin)) e += touch.force.energy;
   return e;
@@ -483,5 +504,7 @@ VectorXd System<D>::precondition(const VectorXd& b, bool rebuild, bool keep_aggr
 
 template class System<2>;
 template class System<3>;
+template int System<2>::add_stencil(const WireBending&, const std::array<Connector, 3>&);
+template int System<3>::add_stencil(const WireBending&, const std::array<Connector, 3>&);
 
 }  // namespace ms

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "contact/contact.hpp"
+#include "forces/stencils.hpp"
 #include "time/integrators.hpp"
 #include "model/model.hpp"
 #include "parallel/chunk_sums.hpp"
@@ -98,6 +99,11 @@ class System {
   Connector add_fix(const VecD& pos);
   int add_spring(const Spring& s);
   int add_constraint(const DistanceConstraint& c);
+  // An element of a law on k vertices (forces/stencils.hpp), e.g. WireBending; returns
+  // its number among that law's elements.
+  template <class Law>
+  int add_stencil(const Law& law, const std::array<Connector, Law::K>& ends);
+  const Stencils& stencils() const { return stencils_; }
 
   int num_masses() const { return static_cast<int>(mass_.size()); }
   int num_fixes() const { return static_cast<int>(fix_target_.size()); }
@@ -367,6 +373,14 @@ class System {
   std::vector<VecD> fix_target_;
   std::vector<Spring> springs_;
   std::vector<DistanceConstraint> constraints_;
+  Stencils stencils_;
+  // Stencil s's vertices in ElementMatrix::resize_stencils' form (all laws' elements in
+  // the order of Stencils), made with the pattern.
+  std::vector<int> stencil_layout() const;
+  std::vector<int> stencil_layout_;
+  // Adds the stencils' forces (into F) and blocks (into matrix); the largest force.
+  double add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F, ElementMatrix* matrix) const;
+  double stencils_energy(const Kinematics& kin) const;
   Colliders colliders_;
   // Sum of the stiffness of the springs at each mass (contact_stiffness), kept by add_*.
   std::vector<double> spring_stiffness_at_;

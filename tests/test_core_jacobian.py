@@ -25,6 +25,9 @@ def random_system(rng, dim):
     mss.add(ms.Chain(0.05, 30.0, (nodes[3], nodes[6]), damping=0.7))  # taut rope
     mss.add(ms.DistanceConstraint(1.0, (nodes[1], nodes[4])))
     mss.add(ms.DistanceConstraint(0.8, (nodes[2], nodes[6])))
+    # laws on three vertices (assembly's stencils), one with a fix among its ends
+    mss.add(ms.WireBending(rng.uniform(1, 5), (nodes[0], nodes[2], nodes[3])))
+    mss.add(ms.WireBending(rng.uniform(1, 5), (nodes[4], nodes[5], nodes[6])))
     return mss
 
 

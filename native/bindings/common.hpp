@@ -31,6 +31,11 @@ struct FixSpec {
 struct ChainSpec {
   Spring spring;
 };
+// A wire's bending at its middle vertex (forces/wire_bending.hpp).
+struct WireBendingSpec {
+  WireBending law;
+  std::array<Connector, 3> ends;
+};
 
 template <int D>
 Vec<D> to_vec(const std::vector<double>& x, const std::string& what) {

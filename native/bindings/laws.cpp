@@ -2,6 +2,7 @@
 #include "bindings/common.hpp"
 
 #include "forces/laws.hpp"
+#include "forces/wire_bending.hpp"
 
 namespace ms::bindings {
 
@@ -19,6 +20,30 @@ template <int D>
 py::tuple element_force_tuple(const ElementForce<D>& e) {
   return py::make_tuple(as_array(e.f, D, 0), matrix_array(e.A.data(), D, D),
                         matrix_array(e.B.data(), D, D));
+}
+
+// A stencil law's terms at positions x and velocities v (k rows of D): (energy, f (kD),
+// dfdx, dfdv).
+template <int D, class Law>
+py::tuple stencil_terms(const Law& law, const py::array_t<double>& x, const py::array_t<double>& v,
+                        bool definite) {
+  constexpr int K = Law::K;
+  std::array<Vec<D>, K> xs, vs;
+  for (int j = 0; j < K; ++j)
+    for (int d = 0; d < D; ++d) xs[j](d) = x.at(j, d), vs[j](d) = v.at(j, d);
+  const auto t = law.template terms<D>(xs, vs, definite);
+  constexpr int N = K * D;
+  return py::make_tuple(t.energy, as_array(t.f, N, 0), matrix_array(t.dfdx.data(), N, N),
+                        matrix_array(t.dfdv.data(), N, N));
+}
+
+template <class Law>
+py::tuple stencil_terms_any(const Law& law, const py::array_t<double>& x, const py::array_t<double>& v,
+                            bool definite) {
+  if (x.ndim() != 2 || x.shape(0) != Law::K || (x.shape(1) != 2 && x.shape(1) != 3) ||
+      v.ndim() != 2 || v.shape(0) != x.shape(0) || v.shape(1) != x.shape(1))
+    throw InputError("x and v must both have shape (" + std::to_string(Law::K) + ", 2 or 3)");
+  return x.shape(1) == 2 ? stencil_terms<2>(law, x, v, definite) : stencil_terms<3>(law, x, v, definite);
 }
 
 template <class F2, class F3>
@@ -76,6 +101,13 @@ void bind_laws(py::module_& m) {
       },
       py::arg("length"), py::arg("d"), py::arg("lam"), py::arg("definite") = false,
       "Rod in squared form: (g, dg/dp_b, (f, A, B)) with f = lam dg/dp_b on end a.");
+  m.def(
+      "wire_bending_terms",
+      [](double stiffness, const py::array_t<double>& x, const py::array_t<double>& v, bool definite) {
+        return stencil_terms_any(WireBending{stiffness}, x, v, definite);
+      },
+      py::arg("stiffness"), py::arg("x"), py::arg("v"), py::arg("definite") = false,
+      "WireBending at positions x and velocities v (3 rows): (energy, f, df/dx, df/dv).");
 }
 
 }  // namespace ms::bindings

@@ -79,19 +79,26 @@ void bind_list(py::module_& m, const std::string& name) {
       });
 }
 
-std::array<Connector, 2> pair_of(const py::sequence& c, const char* what) {
-  if (py::len(c) != 2)
-    throw InputError(std::string(what) + ": connectors must be a pair (a, b)");
+// The K connectors of an element from a Python sequence, or an InputError that says what
+// belongs there.
+template <int K>
+std::array<Connector, K> connectors_of(const py::sequence& c, const char* what) {
+  const char* shape = K == 2 ? "a pair (a, b)" : "three connectors (a, b, c)";
+  if (py::len(c) != K) throw InputError(std::string(what) + ": connectors must be " + shape);
+  std::array<Connector, K> out;
+  std::string got;
+  for (int i = 0; i < K; ++i)
+    got += (i == 0 ? "" : i + 1 < K ? ", " : " and ") + std::string(py::str(py::type::of(c[i]).attr("__name__")));
   try {
-    return {c[0].cast<Connector>(), c[1].cast<Connector>()};
+    for (int i = 0; i < K; ++i) out[i] = c[i].cast<Connector>();
   } catch (const py::cast_error&) {
     // e.g. Spring(1, 1, [0, 1]): vertex numbers where connectors belong
-    throw InputError(std::string(what) +
-                     ": connectors must be the pair returned by add(Mass(...)) / add(Fix(...)), "
-                     "got " + std::string(py::str(py::type::of(c[0]).attr("__name__"))) +
-                     " and " + std::string(py::str(py::type::of(c[1]).attr("__name__"))));
+    throw InputError(std::string(what) + ": connectors must be " + (K == 2 ? "the pair" : "three connectors") +
+                     " returned by add(Mass(...)) / add(Fix(...)), got " + got);
   }
+  return out;
 }
+std::array<Connector, 2> pair_of(const py::sequence& c, const char* what) { return connectors_of<2>(c, what); }
 
 }  // namespace
 
@@ -154,6 +161,20 @@ void bind_elements(py::module_& m) {
       .def_readonly("damping", &Spring::damping)
       .def_property_readonly("connectors",
                              [](const Spring& s) { return py::make_tuple(s.c[0], s.c[1]); });
+
+  py::class_<WireBendingSpec>(
+      m, "WireBending",
+      "Bending of a wire at b, the vertex between edges a-b and b-c: energy "
+      "stiffness * (1 - cos(turning angle)), a moment of stiffness * angle for small angles "
+      "(stiffness = EI / mean edge length, N m per radian). Its rest shape is straight.")
+      .def(py::init([](double stiffness, const py::sequence& c) {
+             return WireBendingSpec{WireBending{stiffness}, connectors_of<3>(c, "WireBending")};
+           }),
+           py::arg("stiffness"), py::arg("connectors"))
+      .def_property_readonly("stiffness", [](const WireBendingSpec& s) { return s.law.stiffness; })
+      .def_property_readonly("connectors", [](const WireBendingSpec& s) {
+        return py::make_tuple(s.ends[0], s.ends[1], s.ends[2]);
+      });
 
   py::class_<ChainSpec>(m, "Chain", "A rope link: pulls when stretched, slack when compressed.")
       .def(py::init([make_spring](double length, double stiffness, const py::sequence& c,
@@ -279,6 +300,7 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
       .def("add", [](S& s, const Spring& x) { return s.add_spring(x); })
       .def("add", [](S& s, const ChainSpec& x) { return s.add_spring(x.spring); })
       .def("add", [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
+      .def("add", [](S& s, const WireBendingSpec& x) { return s.add_stencil(x.law, x.ends); })
       .def("addDistanceConstraint",
            [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
       // -- live lists

@@ -97,6 +97,8 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     for (double l : chunk_largest) largest = std::max(largest, l);
   }
   pair += spring_chunks.all;
+  if (matrix) matrix->resize_stencils(pattern_ready_ ? stencil_layout_ : stencil_layout());
+  largest = std::max(largest, add_stencils(kin, cK, cV, F, matrix));
   if (F) element_force_scale_ = largest;
 
   if (contacts) contacts->clear();
@@ -125,6 +127,62 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     }
     ++pair;
   }
+}
+
+template <int D>
+std::vector<int> System<D>::stencil_layout() const {
+  std::vector<int> start{0};
+  for_each_set(stencils_, [&](const auto& set) {
+    for (std::size_t e = 0; e < set.size(); ++e) start.push_back(start.back() + set.K);
+  });
+  return start;
+}
+
+// One after another, after the springs (whose chunks have added up): the same bits on any
+// number of workers.
+template <int D>
+double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F,
+                               ElementMatrix* matrix) const {
+  double largest = 0;
+  int stencil = 0;
+  for_each_set(stencils_, [&](const auto& set) {
+    using Law = typename std::decay_t<decltype(set)>::Law;
+    constexpr int K = Law::K;
+    std::array<VecD, K> x, v;
+    std::array<int, K> nodes;
+    for (std::size_t e = 0; e < set.size(); ++e, ++stencil) {
+      for (int j = 0; j < K; ++j) {
+        const Connector& c = set.ends[e][j];
+        x[j] = kin.pos(c);
+        v[j] = kin.vel(c);
+        nodes[j] = c.type == MASS ? c.nr : -1;
+      }
+      const auto t = set.laws[e].template terms<D>(x, v, Law::kProjectInNewton && definite_newton_);
+      if (F)
+        for (int j = 0; j < K; ++j) {
+          if (nodes[j] < 0) continue;
+          const auto fj = t.f.template segment<D>(D * j);
+          F->template segment<D>(D * nodes[j]) += fj;
+          largest = std::max(largest, fj.cwiseAbs().maxCoeff());
+        }
+      if (matrix) matrix->set_stencil(stencil, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
+    }
+  });
+  return largest;
+}
+
+template <int D>
+double System<D>::stencils_energy(const Kinematics& kin) const {
+  double energy = 0;
+  for_each_set(stencils_, [&](const auto& set) {
+    constexpr int K = std::decay_t<decltype(set)>::K;
+    std::array<VecD, K> x, v;
+    for (std::size_t e = 0; e < set.size(); ++e) {
+      for (int j = 0; j < K; ++j) x[j] = kin.pos(set.ends[e][j]), v[j] = kin.vel(set.ends[e][j]);
+      energy += set.laws[e].template terms<D>(x, v).energy;
+    }
+  });
+  return energy;
 }
 
 template <int D>
@@ -282,6 +340,7 @@ void System<D>::ensure_pattern() {
   for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
 
   spring_chunks_ = plan_spring_chunks();
+  stencil_layout_ = stencil_layout();
   ElementMatrix pattern;
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
@@ -324,6 +383,7 @@ void System<D>::ensure_pattern() {
                                     std::vector<Eigen::Triplet<double>>&) const;           \
   template double System<D>::length_scale();                                              \
   template std::vector<char> System<D>::soft_springs() const;                             \
+  template double System<D>::stencils_energy(const Kinematics&) const;                    \
   template void System<D>::ensure_pattern();
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)

@@ -3,7 +3,9 @@
 //   - each spring's or rod's D x D block W, entering the matrix as +W in the two diagonal
 //     blocks of its ends and -W in the two off-diagonal ones,
 //   - each rod's gradient (its row of G, and of G^T in its multiplier's column),
-//   - a D x D block added to the diagonal block of a few masses (contact with colliders).
+//   - a D x D block added to the diagonal block of a few masses (contact with colliders),
+//   - each stencil's (kD) x (kD) block over its k vertices (laws on three or more
+//     vertices: forces/stencil.hpp), entering the matrix D x D block by D x D block.
 //
 // Why: assembly writes it sequentially, and the Krylov method multiplies by it directly,
 // reading about a third of the memory of the compressed sparse matrix, which assembly
@@ -59,6 +61,35 @@ class ElementMatrix {
     for (int r = 0; r < dim_; ++r)
       for (int c = 0; c < dim_; ++c) out[dim_ * r + c] = W(r, c);
   }
+  // The stencils' layout: stencil s has the vertices start[s] ... start[s + 1] - 1 of the
+  // list set_stencil fills. Kept while it stays the same (once per topology).
+  void resize_stencils(const std::vector<int>& start) {
+    if (start == stencil_start_) return;
+    stencil_start_ = start;
+    const int count = num_stencils();
+    stencil_value_start_.assign(count + 1, 0);
+    for (int k = 0; k < count; ++k) {
+      const std::size_t n = static_cast<std::size_t>(stencil_start_[k + 1] - stencil_start_[k]) * dim_;
+      stencil_value_start_[k + 1] = stencil_value_start_[k] + n * n;
+    }
+    stencil_node_.assign(stencil_start_.empty() ? 0 : stencil_start_.back(), -1);
+    stencil_value_.assign(stencil_value_start_.back(), 0.0);
+  }
+  // Stencil s over masses nodes[0 ... k - 1] (-1 for a fix), with its block B ((kD) x (kD)).
+  template <class Block>
+  void set_stencil(int s, const int* nodes, const Block& B) {
+    const int first = stencil_start_[s], k = stencil_start_[s + 1] - first, n = k * dim_;
+    std::copy(nodes, nodes + k, &stencil_node_[first]);
+    double* out = &stencil_value_[stencil_value_start_[s]];
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < n; ++c) out[n * r + c] = B(r, c);
+  }
+  // Stencil s's vertices (-1: a fix), its count, and its block ((kD) x (kD), row-major).
+  const int* stencil_nodes(int s) const { return &stencil_node_[stencil_start_[s]]; }
+  int stencil_size(int s) const { return stencil_start_[s + 1] - stencil_start_[s]; }
+  const double* stencil_block(int s) const { return &stencil_value_[stencil_value_start_[s]]; }
+  const std::vector<int>& stencil_vertices() const { return stencil_node_; }
+  int num_stencils() const { return stencil_start_.empty() ? 0 : static_cast<int>(stencil_start_.size()) - 1; }
   const std::vector<int>& block_nodes() const { return block_nodes_; }
   const double* node_block(int i) const { return &node_block_[static_cast<std::size_t>(i) * dim_ * dim_]; }
   // Rod j (the pair first_rod_pair + j): dg/dp_b, and dg/dp_a = -grad.
@@ -131,6 +162,17 @@ class ElementMatrix {
       }
       sink.add(row, row, 0.0);
     }
+    for (int st = 0; st < num_stencils(); ++st) {
+      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first, n = k * D;
+      const double* B = &stencil_value_[stencil_value_start_[st]];
+      for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j) {
+          const int a = stencil_node_[first + i], b = stencil_node_[first + j];
+          if (a < 0 || b < 0) continue;
+          for (int r = 0; r < D; ++r)
+            for (int c = 0; c < D; ++c) sink.add(D * a + r, D * b + c, B[n * (D * i + r) + D * j + c]);
+        }
+    }
   }
 
  private:
@@ -151,6 +193,26 @@ class ElementMatrix {
   void add_pairs(const Eigen::VectorXd& x, Eigen::VectorXd& y, const int* first, const int* last,
                  Eigen::Index offset) const {
     for (const int* p = first; p != last; ++p) add_pair<D>(x, y, *p, offset);
+  }
+
+  // y += the stencils times x, one after another (after the pairs' chunks have added up:
+  // the same bits on any number of workers).
+  template <int D>
+  void add_stencils(const Eigen::VectorXd& x, Eigen::VectorXd& y) const {
+    for (int st = 0; st < num_stencils(); ++st) {
+      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first, n = k * D;
+      const double* B = &stencil_value_[stencil_value_start_[st]];
+      for (int i = 0; i < k; ++i) {
+        const int a = stencil_node_[first + i];
+        if (a < 0) continue;
+        for (int j = 0; j < k; ++j) {
+          const int b = stencil_node_[first + j];
+          if (b < 0) continue;
+          using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
+          y.template segment<D>(D * a) += Block(B + n * D * i + D * j, Eigen::OuterStride<>(n)) * x.template segment<D>(D * b);
+        }
+      }
+    }
   }
 
   template <int D>
@@ -183,7 +245,9 @@ class ElementMatrix {
                      sums.offset(c));
       });
       sums.finish();
-    }    const int rows_lam = D * nm;
+    }
+    add_stencils<D>(x, y);
+    const int rows_lam = D * nm;
     for (int j = 0; j < num_rods(); ++j) {
       const auto [a, b] = pair_node_[first_rod_pair_ + j];
       const Eigen::Map<const Vec> grad(&rod_grad_[static_cast<std::size_t>(j) * D]);
@@ -209,6 +273,9 @@ class ElementMatrix {
   std::vector<double> rod_grad_;
   std::vector<double> node_block_;  // D x D per mass, zero but for block_nodes_
   std::vector<int> block_nodes_;
+  std::vector<int> stencil_start_, stencil_node_;
+  std::vector<std::size_t> stencil_value_start_;
+  std::vector<double> stencil_value_;
   // A parallel product's chunks of pairs, by where they lie.
   mutable ChunkPlan plan_;
 };

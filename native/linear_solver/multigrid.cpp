@@ -459,7 +459,7 @@ bool SmoothedAggregation::same_topology(const ElementMatrix& elements) const {
     return false;
   for (int p = 0; p < np; ++p)
     if (pair_nodes_[p] != elements.pair_nodes(p)) return false;
-  return true;
+  return stencil_nodes_ == elements.stencil_vertices();
 }
 
 void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
@@ -470,6 +470,18 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
   for (int p = 0; p < np; ++p)
     if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b && !left_out(p))
       neighbours[a].push_back(b), neighbours[b].push_back(a);
+  // Every two masses of a stencil are coupled (bending: the vertices two edges apart).
+  auto each_stencil_pair = [&](const auto& visit) {
+    for (int st = 0; st < elements.num_stencils(); ++st) {
+      const int* nodes = elements.stencil_nodes(st);
+      const int k = elements.stencil_size(st);
+      for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j) visit(nodes[i], nodes[j]);
+    }
+  };
+  each_stencil_pair([&](int a, int b) {
+    if (a >= 0 && b >= 0 && a != b) neighbours[a].push_back(b);
+  });
   DoubleBlocks& A = levels_[0].A;
   for (auto& row : neighbours) {
     std::sort(row.begin(), row.end());
@@ -486,6 +498,9 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
       pair_blocks_[p] = {find_block(A, a, b), find_block(A, b, a)};
   pair_nodes_.resize(np);
   for (int p = 0; p < np; ++p) pair_nodes_[p] = elements.pair_nodes(p);
+  stencil_nodes_ = elements.stencil_vertices();
+  stencil_blocks_.clear();
+  each_stencil_pair([&](int a, int b) { stencil_blocks_.push_back(a >= 0 && b >= 0 ? find_block(A, a, b) : -1); });
   // Each node's pairs (a pair from a mass to itself adds nothing), in the pairs' order.
   node_pairs_start_.assign(nn + 1, 0);
   auto each_end = [&](const auto& visit) {
@@ -540,6 +555,28 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
         if (pair_blocks_[p][0] >= 0) add(pair_blocks_[p][elements.pair_nodes(p)[0] == i ? 0 : 1], S, -1.0);
       }
   });
+  add_stencils(elements);
+}
+
+// Level 0 += sym(B) of every stencil, block by block, one stencil after another (after
+// the rows' chunks: the same bits on any number of workers).
+void SmoothedAggregation::add_stencils(const ElementMatrix& elements) {
+  const int D = dim_, DD = D * D;
+  DoubleBlocks& A = levels_[0].A;
+  std::size_t at = 0;
+  for (int st = 0; st < elements.num_stencils(); ++st) {
+    const int k = elements.stencil_size(st), n = k * D;
+    const double* B = elements.stencil_block(st);
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < k; ++j, ++at) {
+        const int block = stencil_blocks_[at];
+        if (block < 0) continue;
+        double* out = &A.values[static_cast<std::size_t>(block) * DD];
+        for (int r = 0; r < D; ++r)
+          for (int c = 0; c < D; ++c)
+            out[D * r + c] += 0.5 * (B[n * (D * i + r) + D * j + c] + B[n * (D * j + c) + D * i + r]);
+      }
+  }
 }
 
 // One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),

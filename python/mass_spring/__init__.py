@@ -1,7 +1,8 @@
 """Mass–spring systems with rigid rods, integrated by a sparse generalized-α DAE solver.
 
 The seed API (``MassSpringSystem3d``, ``Mass``, ``Fix``, ``Spring``, ``Chain``,
-``DistanceConstraint``) comes from the compiled core; :func:`from_arrays` builds a system
+``DistanceConstraint``) and the laws on more vertices (``WireBending``) come from the
+compiled core; :func:`from_arrays` builds a system
 from numpy arrays in one call for big meshes.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ._core import (  # noqa: F401  (re-exported API)
     MassSpringSystem3d,
     SimulationError,
     Spring,
+    WireBending,
     get_num_threads,
     set_num_threads,
     usable_cores,
@@ -48,7 +50,7 @@ INTEGRATORS = tuple(info.name for info in INTEGRATOR_INFO)
 
 __all__ = [
     "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
-    "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring",
+    "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring", "WireBending",
     "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "from_arrays",
     "get_num_threads", "set_num_threads", "usable_cores",
 ]

@@ -1,0 +1,50 @@
+// Force laws on k vertices ("stencils"): the shape every law beyond a spring takes
+// (bending on three or four vertices, self-contact on four), and how a law's elements are
+// kept in the model. A law is a pure function of its k vertices' positions and velocities
+// and its own parameters, returning StencilTerms: its energy, the forces on its vertices
+// and the derivatives of those forces. Assembly (assembly.cpp) scatters any k into the
+// Newton matrix (ElementMatrix's stencils); a new law needs its own file, its test, and
+// one line in Stencils below (docs/architecture.md, "How to add a force law").
+#pragma once
+
+#include <Eigen/Dense>
+#include <array>
+#include <tuple>
+#include <vector>
+
+#include "model/model.hpp"
+
+namespace ms {
+
+template <int K, int D>
+struct StencilTerms {
+  static constexpr int N = K * D;
+  using Vector = Eigen::Matrix<double, N, 1>;
+  using Matrix = Eigen::Matrix<double, N, N>;
+  double energy = 0.0;
+  Vector f = Vector::Zero();     // the force on each vertex, D entries per vertex
+  Matrix dfdx = Matrix::Zero();  // d f / d (positions)
+  Matrix dfdv = Matrix::Zero();  // d f / d (velocities)
+};
+
+// The symmetric matrix M with its negative eigenvalues set to zero: a law's stiffness
+// -dfdx made positive semi-definite for the projected Newton matrix (System::definite_newton_),
+// as springs leave out the negative stiffness of compression.
+template <int N>
+Eigen::Matrix<double, N, N> positive_part(const Eigen::Matrix<double, N, N>& M) {
+  Eigen::SelfAdjointEigenSolver<Eigen::Matrix<double, N, N>> eig(M);
+  const Eigen::Matrix<double, N, 1> kept = eig.eigenvalues().cwiseMax(0.0);
+  return eig.eigenvectors() * kept.asDiagonal() * eig.eigenvectors().transpose();
+}
+
+// The elements of one law: each one's parameters (the law itself) and its vertices.
+template <class LawType>
+struct StencilSet {
+  using Law = LawType;
+  static constexpr int K = Law::K;
+  std::vector<Law> laws;
+  std::vector<std::array<Connector, K>> ends;
+  std::size_t size() const { return laws.size(); }
+};
+
+}  // namespace ms
