@@ -69,13 +69,30 @@ System<D>::System() : id_(next_system_id++) {
   state_.lam.resize(0);
 }
 
+// Every cache of the system and what it depends on. A new cache gets its line here, and
+// a new way to change the system names what it changes (tests/test_core_state.py and
+// test_core_reads.py check that changes take effect and reads change nothing).
 template <int D>
-void System<D>::topology_changed() {
-  pattern_ready_ = false;
-  state_.consistent = false;
-  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
-  predictor_.forget();
-  rods_checked_q_.resize(0);  // the start positions no longer describe the system
+void System<D>::changed(unsigned what) {
+  auto any = [what](unsigned of) { return (what & of) != 0; };
+  // The pattern of the Newton matrix, the length and error scales, the solvers' setup.
+  if (any(kTopology | kMasses | kSolverChoice)) pattern_ready_ = false;
+  // acc and lam solve the equations at the current state.
+  if (any(kTopology | kMasses | kPositions | kVelocities)) state_.consistent = false;
+  // The energy error control may not climb above.
+  if (any(kTopology | kMasses | kColliders | kRestore)) energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
+  // Newton's starting guess, learnt from the last steps.
+  if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore)) predictor_.forget();
+  // The positions the rods were checked at no longer describe the system.
+  if (any(kTopology)) rods_checked_q_.resize(0);
+  // Rods and positions are checked against each other by the next simulate().
+  if (any(kRods | kPositions | kRestore)) rods_unchecked_ = true;
+  // The linear solvers' reused factors and error control's carried step size.
+  if (any(kRestart | kRestore)) {
+    lin_.invalidate_factor();
+    consistency_lin_.invalidate_factor();
+    step_proposal_ = 0.0;
+  }
 }
 
 template <int D>
@@ -83,7 +100,7 @@ void System<D>::set_linear_solver(const std::string& name) {
   require(name == "auto" || name == "direct" || name == "multigrid",
           "linear_solver must be 'auto', 'direct' or 'multigrid', got '" + name + "'");
   linear_solver_ = name;
-  pattern_ready_ = false;  // the solvers are set up with the pattern
+  changed(kSolverChoice);
 }
 
 template <int D>
@@ -128,7 +145,7 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
     // are the next vertices (tests/test_core_arrays.py).
     if (!vertices_.empty()) vertices_.push_back(Connector{MASS, n0 + k, id_});
   }
-  topology_changed();
+  changed(kTopology);
 }
 
 template <int D>
@@ -140,7 +157,7 @@ Connector System<D>::add_fix(const VecD& pos) {
   state_.fix_pos.push_back(pos);
   extend_built_box(pos);
   if (!vertices_.empty()) vertices_.push_back(Connector{FIX, num_fixes() - 1, id_});
-  topology_changed();
+  changed(kTopology);
   return Connector{FIX, num_fixes() - 1, id_};
 }
 
@@ -179,7 +196,7 @@ int System<D>::add_spring(const Spring& s) {
   springs_.push_back(s);
   for (const Connector& end : s.c)
     if (end.type == MASS) spring_stiffness_at_[end.nr] += s.stiffness;
-  topology_changed();
+  changed(kTopology);
   return static_cast<int>(springs_.size()) - 1;
 }
 
@@ -199,7 +216,7 @@ int System<D>::add_stencil(const Law& law, const std::array<Connector, Law::K>& 
               [&] { return item() + ": the same connector twice (" + connector_name(ends[i]) + ")"; });
   set.laws.push_back(law);
   set.ends.push_back(ends);
-  topology_changed();
+  changed(kTopology);
   return static_cast<int>(set.size()) - 1;
 }
 
@@ -227,11 +244,10 @@ void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs) {
             [&] { return item() + ": both ends are the same connector"; });
   }
   constraints_.insert(constraints_.end(), cs.begin(), cs.end());
-  rods_unchecked_ = true;
   const auto n = static_cast<Eigen::Index>(constraints_.size());
   state_.lam.conservativeResize(n);
   state_.lam.tail(n - static_cast<Eigen::Index>(n0)).setZero();
-  topology_changed();
+  changed(kTopology | kRods);
 }
 
 template <int D>
@@ -240,10 +256,7 @@ void System<D>::set_mass(int i, double m) {
   require(std::isfinite(m) && m > 0,
           "Mass " + std::to_string(i) + ": mass must be positive, got " + fmt(m));
   mass_[i] = m;
-  state_.consistent = false;
-  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();  // the energy changed
-  pattern_ready_ = false;  // the length scale and regularization depend on masses
-  predictor_.forget();
+  changed(kMasses);  // the energy, the length scale and the regularization depend on masses
 }
 
 template <int D>
@@ -260,17 +273,14 @@ template <int D>
 void System<D>::set_pos(int i, const VecD& p) {
   require_magnitude(p, "Mass " + std::to_string(i) + ": position");
   state_.q.template segment<D>(D * i) = p;
-  state_.consistent = false;
-  rods_unchecked_ = true;
-  predictor_.forget();
+  changed(kPositions);
 }
 
 template <int D>
 void System<D>::set_vel(int i, const VecD& v) {
   require_magnitude(v, "Mass " + std::to_string(i) + ": velocity");
   state_.v.template segment<D>(D * i) = v;
-  state_.consistent = false;
-  predictor_.forget();
+  changed(kVelocities);
 }
 
 template <int D>
@@ -290,12 +300,7 @@ void System<D>::set_state(const State<D>& s) {
           "state: contains NaN or Inf");
   state_ = s;
   fix_target_ = s.fix_pos;
-  lin_.invalidate_factor();
-  consistency_lin_.invalidate_factor();
-  step_proposal_ = 0.0;  // error control starts afresh from a restored state
-  predictor_.forget();
-  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
-  rods_unchecked_ = true;
+  changed(kRestore);  // error control starts afresh from a restored state
 }
 
 // ---------------------------------------------------------------- kinematics
@@ -366,7 +371,7 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
   require(D == 3 || triangles.empty(),
           "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3d has them)");
   colliders_.set(vertices, triangles, thickness, friction);
-  energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();  // the energy at stake changed
+  changed(kColliders);  // the energy at stake changed
 }
 
 template <int D>

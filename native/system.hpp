@@ -138,10 +138,7 @@ class System {
   // its restore into any identical system (test_core_state.py). It is a command, not a
   // read: state() and every other read leave the run untouched (test_core_reads.py).
   const State<D>& checkpoint() {
-    lin_.invalidate_factor();
-    consistency_lin_.invalidate_factor();
-    step_proposal_ = 0.0;
-    predictor_.forget();
+    changed(kRestart);
     return state_;
   }
   void set_state(const State<D>& s);
@@ -177,7 +174,7 @@ class System {
   }
   // Switching error control on or off also changes "auto"'s choice of linear solver.
   void set_tolerance(double t) {
-    if ((t > 0) != (tolerance > 0)) pattern_ready_ = false;
+    if ((t > 0) != (tolerance > 0)) changed(kSolverChoice);
     tolerance = t;
   }
   int max_halvings = 12;
@@ -281,7 +278,20 @@ class System {
                         double t) const;
   FixPath<D> resting_path() const;
 
-  void topology_changed();
+  // What a change of the model, the state or the settings makes stale, in one place
+  // (changed()): a bit set of these.
+  enum Change : unsigned {
+    kTopology = 1u << 0,      // elements or vertices added
+    kRods = 1u << 1,          // rods added: check them against the positions
+    kMasses = 1u << 2,        // a mass's value
+    kPositions = 1u << 3,     // a mass moved by hand
+    kVelocities = 1u << 4,    // a mass's velocity set by hand
+    kColliders = 1u << 5,     // the colliders
+    kSolverChoice = 1u << 6,  // the linear solver, or error control on/off (auto's choice)
+    kRestart = 1u << 7,       // checkpoint: the solvers' reuse and the carried step size
+    kRestore = 1u << 8,       // set_state: a restart from another run's state
+  };
+  void changed(unsigned what);
   // One system is advanced by one thread at a time: simulate() releases Python's lock, so
   // another thread could otherwise step or rebuild it mid-step (tests/test_core_input.py,
   // test_two_threads_cannot_simulate_one_system). Changes raise while it runs.
