@@ -330,6 +330,24 @@ class System {
   NewtonResidual newton_residual(const VectorXd& F, const VectorXd& g, const VectorXd& acc, double q_max,
                                  double acc_tol, double pos_tol, double bq, VectorXd& rhs) const;
   bool implicit_step(double h, const FixPath<D>& path, std::string& why);
+  // The pieces of implicit_step's Newton iteration (time/integrators.cpp): its
+  // tolerances, its state from one iteration to the next, the test whether it may stop,
+  // the acceptance of the step, and one correction.
+  struct NewtonTolerances {
+    double pos = 0, acc = 0, close_enough = 0;
+  };
+  NewtonTolerances newton_tolerances(const NewmarkStep& step, double acc_max) const;
+  struct NewtonIteration;
+  // Whether Newton may stop at iteration `it` with these errors; `early`: it stops on its
+  // error estimate (error control) rather than on the residual.
+  bool newton_may_stop(const NewtonIteration& n, int it, double err, double constraint_err,
+                       const NewtonTolerances& tol, bool& early) const;
+  // Commits the step Newton solved in `it` iterations (false, with `why`, if a mass would
+  // pass through a collider).
+  bool accept_step(const NewtonIteration& n, const NewmarkStep& step, double h, IntegratorKind kind, int it,
+                   const FixPath<D>& path, bool early, std::string& why);
+  // One Newton correction of n.acc and n.lam (false if the matrix is singular).
+  bool newton_correct(NewtonIteration& n, const NewmarkStep& step, const NewtonTolerances& tol, double round_off);
   // Size of a Newton correction (accelerations and multipliers) as the force it stands
   // for, m da + G^T dlam, in units of the acceleration tolerance.
   double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;

@@ -264,173 +264,216 @@ typename System<D>::NewtonResidual System<D>::newton_residual(const VectorXd& F,
   return out;
 }
 
+// Newton's iterate and what it carries from one iteration to the next.
+template <int D>
+struct System<D>::NewtonIteration {
+  VectorXd acc, lam;           // the iterate: the new accelerations and multipliers
+  VectorXd acc_prev, lam_prev;  // before the last full correction (for a halved one)
+  VectorXd q1, v1, F, g;       // positions, velocities, forces and constraints at the iterate
+  VectorXd rhs, delta;         // minus the residual (M acc - F, g / bq); the last correction
+  double err_prev = std::numeric_limits<double>::infinity();
+  double fraction = 1.0;       // of the last correction taken
+  double correction_err = std::numeric_limits<double>::infinity();
+  NewtonErrorTest error_test;
+  bool check_residual_first = false;  // forces before the matrix (newton_correct's end)
+  std::function<VectorXd(NewtonPredictor::Guess)> guess;
+};
+
+// Convergence is measured in two units. Positions: every constraint and the position
+// correction a force residual implies (bq R / m) within newton_tol * length scale.
+// Accelerations: R / m within 1000 newton_tol * a_ref (1e-7 of the largest acceleration
+// by default), so that force errors do not pile up in the velocities over many small
+// steps. Round-off bounds both from below. In stiff springs the size of the Newton
+// correction stands in for the force residual (newton_may_stop).
+template <int D>
+typename System<D>::NewtonTolerances System<D>::newton_tolerances(const NewmarkStep& step, double acc_max) const {
+  NewtonTolerances tol;
+  tol.pos = newton_tol * length_scale_;  // rods: as tight as without control
+  const double a_ref = std::max({gravity.norm(), acc_max, 1e-3 * length_scale_});
+  tol.acc = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
+  tol.close_enough = std::min(tol.acc, kNewtonShareOfTolerance * tolerance * error_scale_ / step.bq);
+  return tol;
+}
+
+template <int D>
+bool System<D>::newton_may_stop(const NewtonIteration& n, int it, double err, double constraint_err,
+                                const NewtonTolerances& tol, bool& early) const {
+  // The force residual overstates the error in stiff springs: there a force residual R
+  // is an acceleration error of only R / (m + bq k), and bq k / m grows with mesh
+  // refinement, so that on fine meshes the residual alone would keep Newton iterating
+  // down to round-off. So the step is also accepted when the last full Newton
+  // correction, which is the size of the previous iterate's error, was within the force
+  // tolerance as m da + G^T dlam, and the residual went down since: the current iterate
+  // is closer still (test_fine_sheet_velocities_stay_within_the_acceleration_tolerance).
+  const bool small_correction = n.correction_err <= 1.0 && err < n.err_prev;
+  // Under error control every step takes at least one Newton correction: the looser
+  // force tolerance would otherwise accept an unchanged state whose forces are slightly
+  // out of balance, and a structure at rest would stick short of its equilibrium
+  // (tests/test_examples.py, test_hanging_chain_static_extensions).
+  const bool may_stop = it > 0 || tolerance == 0;
+  // Under error control Newton also stops when its own error, estimated from its rate
+  // (NewtonErrorTest), is within the acceleration tolerance as an RMS and, as a position
+  // error bq da, a fraction of the local error the step may make anyway. Both: an
+  // acceleration error acts like a force bias whose position error grows with the square
+  // of time (tests/test_addon_bake.py, test_rope_edges_go_slack), and the position
+  // share keeps it below the step's own error.
+  const bool close_enough = tolerance > 0 && !strict_newton_ && constraint_err <= 1.0 &&
+                            n.error_test.error_estimate() <= tol.close_enough;
+  early = close_enough && !(err <= 1.0);
+  return may_stop && (err <= 1.0 || close_enough || (constraint_err <= 1.0 && small_correction));
+}
+
+template <int D>
+bool System<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step, double h, IntegratorKind kind,
+                            int it, const FixPath<D>& path, bool early, std::string& why) {
+  const int nm = D * num_masses();
+  const double t1 = state_.time + h;
+  if (passes_through_collider(state_.q, n.q1, t1)) {
+    why = "a mass would pass through a collider";
+    return false;
+  }
+  stopped_early_ = early;
+  last_local_error = local_error_estimate(state_.acc, n.acc, h, kind);
+  // A guess's miss e would have left Newton a residual of about J e.
+  predictor_.learn(n.guess, state_.acc, n.acc, h, it, [&](const VectorXd& miss) {
+    VectorXd e = VectorXd::Zero(num_unknowns());
+    e.head(nm) = miss;
+    return rms_acceleration(lin_.elements.multiply(e, split_work_));
+  });
+  commit_step(step, n.q1, n.v1, n.acc, n.lam, t1);
+  last_newton_iterations = it;
+  newton_iterations += it;
+  if (reproject_accelerations()) make_consistent(path, 0.0);
+  return true;
+}
+
+template <int D>
+bool System<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, const NewtonTolerances& tol,
+                               double round_off) {
+  const int nm = D * num_masses();
+  const int nc = static_cast<int>(constraints_.size());
+  const double last_correction_err = n.correction_err;
+  n.correction_err = std::numeric_limits<double>::infinity();
+  // Inexact Newton: the linear systems are solved to a relative residual of 1e-2. This
+  // Newton contracts the error by 20x or more per iteration, so solving more accurately
+  // buys little and costs Krylov iterations; much looser (1e-1) stalls Newton at
+  // newton_tol 1e-10. Under error control Newton stops 1e5 times earlier, where 1e-1
+  // is enough and saves Krylov iterations (docs/performance.md).
+  const double linear_tol = tolerance > 0 ? 1e-1 : 1e-2;
+  if (!lin_.solve(n.rhs, n.delta, linear_tol, &n.lam)) return false;
+  double correction_squares = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
+    n.acc_prev.segment(at, size) = n.acc.segment(at, size);
+    n.acc.segment(at, size) += n.delta.segment(at, size);
+    return MassPartial{0.0, n.delta.segment(at, size).squaredNorm()};
+  }).sum;
+  if (!contacts_.empty()) {
+    limit_contact_corrections(n.acc_prev, step.bq, n.v1, step.v_pred, step.bv, n.acc);
+    n.delta.head(nm) = n.acc - n.acc_prev;  // the correction taken, for the measures below
+    correction_squares = n.delta.head(nm).squaredNorm();
+  }
+  n.lam += n.delta.tail(nc);
+  n.correction_err = correction_error(n.delta, tol.acc, round_off);
+  if (tolerance > 0)
+    n.error_test.add_correction(std::sqrt(correction_squares / static_cast<double>(num_masses())));
+  // Newton's error after this correction, estimated from its rate as SUNDIALS IDA does
+  // (NewtonErrorTest; without error control, the max-norm correction_err and the rate
+  // of the last two corrections): when it is within the tolerance, the next residual
+  // is computed before the matrix, which is then assembled only if Newton goes on. The
+  // decisions are those of a full assembly; most steps save the matrix of their last
+  // iterate (docs/performance.md).
+  if (std::isfinite(last_correction_err) && last_correction_err > 0) {
+    const double rate = n.correction_err / last_correction_err;
+    n.check_residual_first =
+        rate < 1 && (rate / (1 - rate) * n.correction_err <= 1.0 ||
+                     (tolerance > 0 && n.error_test.error_estimate() <= tol.close_enough));
+  }
+  return true;
+}
+
+// Projected, damped Newton on the step's accelerations and multipliers. The Newton matrix
+// leaves out the destabilizing parts of the geometric stiffness (compressed springs,
+// pushing rods), which keeps it definite, so that crumpling cloth does not send Newton
+// wandering (test_crumpling_sheet_*). Where nothing is compressed it is the exact
+// Jacobian. When a full correction still increases the error (from the fourth iteration
+// on: the first ones may overshoot on the way to convergence), it is halved once. Only
+// once: the error is the largest force residual, which on fine sheets sits in stiff
+// springs and can grow while the iterate gets closer, so that more halvings stall Newton;
+// a pendulum stepped at 1e-7 s still needs the one (test_newton_converges_for_any_step_size).
 template <int D>
 bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
   const State<D>& s = state_;
   const int nm = D * num_masses();
+  const int nc = static_cast<int>(constraints_.size());
   const IntegratorKind kind = step_kind(h, path);
   double acc_max;
   const NewmarkStep step = predict(h, kind, acc_max);
-
   const double t1 = s.time + h;
-  // Convergence is measured in two units. Positions: every constraint and the position
-  // correction a force residual implies (bq R / m) within newton_tol * length scale.
-  // Accelerations: R / m within 1000 newton_tol * a_ref (1e-7 of the largest
-  // acceleration by default), so that force errors do not pile up in the velocities over
-  // many small steps. Round-off bounds both from below. In stiff springs the size of the
-  // Newton correction stands in for the force residual (see below).
-  const double pos_tol = newton_tol * length_scale_;  // rods: as tight as without control
-  const double a_ref = std::max({gravity.norm(), acc_max, 1e-3 * length_scale_});
-  const double acc_tol = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
-  const int nc = static_cast<int>(constraints_.size());
+  const NewtonTolerances tol = newton_tolerances(step, acc_max);
+  NewtonIteration n;
   // Initial guess: see NewtonPredictor. The last acceleration alone is far off in stiff
   // springs: bq times its error is a position error of hundreds of amplitudes, where the
   // springs are far from their linearization; from q + h v, Newton starts within their
   // reach on fine sheets.
-  const auto guess = [&](NewtonPredictor::Guess k) {
+  n.guess = [&](NewtonPredictor::Guess k) {
     return predictor_.guess(k, s.acc, h, [&] { return VectorXd((s.q + h * s.v - step.q_pred) / step.bq); });
   };
-  VectorXd acc = guess(predictor_.choice), lam = s.lam;
-  // rhs: Newton's right-hand side, minus the residual R = (M acc - F, g / bq).
-  VectorXd q1, v1, F, g, rhs(num_unknowns()), delta;
-  // Projected, damped Newton. The Newton matrix leaves out the destabilizing parts of the
-  // geometric stiffness (compressed springs, pushing rods), which keeps it definite, so
-  // that crumpling cloth does not send Newton wandering (test_crumpling_sheet_*). Where
-  // nothing is compressed it is the exact Jacobian. When a full step still increases the
-  // error (from the fourth iteration on: the first ones may overshoot on the way to
-  // convergence), the step is halved once. Only once: the error is the largest force
-  // residual, which on fine sheets sits in stiff springs and can grow while the iterate
-  // gets closer, so that more halvings stall Newton; a pendulum stepped at 1e-7 s still
-  // needs the one (test_newton_converges_for_any_step_size).
-  VectorXd acc_prev = acc, lam_prev = lam;
-  double err_prev = std::numeric_limits<double>::infinity(), fraction = 1.0;
-  double correction_err = std::numeric_limits<double>::infinity();
-  NewtonErrorTest newton_test;
-  const double close_enough_bound =
-      std::min(acc_tol, kNewtonShareOfTolerance * tolerance * error_scale_ / step.bq);
-  bool check_residual_first = false;  // forces before the matrix (see the loop's end)
+  n.acc = n.guess(predictor_.choice);
+  n.lam = s.lam;
+  n.acc_prev = n.acc;
+  n.lam_prev = n.lam;
+  n.rhs.resize(num_unknowns());
+  n.q1.resize(nm);
+  n.v1.resize(nm);
   definite_newton_ = newton_matrix == NewtonMatrix::Projected;
 
-  q1.resize(nm);
-  v1.resize(nm);
   for (int it = 0; it <= max_newton_iterations; ++it) {
     const double q_max = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
-      q1.segment(at, size) = step.q_pred.segment(at, size) + step.bq * acc.segment(at, size);
-      v1.segment(at, size) = step.v_pred.segment(at, size) + step.bv * acc.segment(at, size);
-      return size > 0 ? q1.segment(at, size).cwiseAbs().maxCoeff() : 0.0;
+      n.q1.segment(at, size) = step.q_pred.segment(at, size) + step.bq * n.acc.segment(at, size);
+      n.v1.segment(at, size) = step.v_pred.segment(at, size) + step.bv * n.acc.segment(at, size);
+      return size > 0 ? n.q1.segment(at, size).cwiseAbs().maxCoeff() : 0.0;
     });
-    const Kinematics kin = kinematics(q1, v1, path, t1);
-    const bool matrix_assembled = !check_residual_first;
-    if (check_residual_first)
-      forces(kin, lam, F, g);
+    const Kinematics kin = kinematics(n.q1, n.v1, path, t1);
+    const bool matrix_assembled = !n.check_residual_first;
+    if (n.check_residual_first)
+      forces(kin, n.lam, n.F, n.g);
     else
-      forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g, lin_);
-    check_residual_first = false;
+      forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
+    n.check_residual_first = false;
     if (it == 0) lin_.renew_smoother();
-    const NewtonResidual residual = newton_residual(F, g, acc, q_max, acc_tol, pos_tol, step.bq, rhs);
-    const double round_off = residual.round_off, constraint_err = residual.constraint_err;
-    const double err = std::max(residual.force_err, constraint_err);
+    const NewtonResidual residual = newton_residual(n.F, n.g, n.acc, q_max, tol.acc, tol.pos, step.bq, n.rhs);
+    const double err = std::max(residual.force_err, residual.constraint_err);
     // Error control only; the constraint rows are not accelerations (rms_acceleration).
-    if (tolerance > 0) newton_test.add_residual(std::sqrt(residual.acceleration_squares / std::max(num_masses(), 1)));
+    if (tolerance > 0) n.error_test.add_residual(std::sqrt(residual.acceleration_squares / std::max(num_masses(), 1)));
     // A NaN in the force rows makes the sum NaN (a maximum may pass over it); only a sum
     // that is not finite needs the rows read again.
-    const bool finite = (std::isfinite(residual.acceleration_squares) || rhs.head(nm).allFinite()) && rhs.tail(nc).allFinite();
+    const bool finite = (std::isfinite(residual.acceleration_squares) || n.rhs.head(nm).allFinite()) &&
+                        n.rhs.tail(nc).allFinite();
     if (!std::isfinite(err) || !finite) {
       why = "the forces became NaN or Inf";
       return false;
     }
-    // The force residual overstates the error in stiff springs: there a force residual R
-    // is an acceleration error of only R / (m + bq k), and bq k / m grows with mesh
-    // refinement, so that on fine meshes the residual alone would keep Newton iterating
-    // down to round-off. So the step is also accepted when the last full Newton
-    // correction, which is the size of the previous iterate's error, was within the force
-    // tolerance as m da + G^T dlam, and the residual went down since: the current iterate
-    // is closer still (test_fine_sheet_velocities_stay_within_the_acceleration_tolerance).
-    const bool small_correction = correction_err <= 1.0 && err < err_prev;
-    // Under error control every step takes at least one Newton correction: the looser
-    // force tolerance would otherwise accept an unchanged state whose forces are slightly
-    // out of balance, and a structure at rest would stick short of its equilibrium
-    // (tests/test_examples.py, test_hanging_chain_static_extensions).
-    const bool may_stop = it > 0 || tolerance == 0;
-    // Under error control Newton also stops when its own error, estimated from its rate
-    // (NewtonErrorTest), is within the acceleration tolerance as an RMS and, as a position
-    // error bq da, a fraction of the local error the step may make anyway. Both: an
-    // acceleration error acts like a force bias whose position error grows with the square
-    // of time (tests/test_addon_bake.py, test_rope_edges_go_slack), and the position
-    // share keeps it below the step's own error.
-    const bool close_enough = tolerance > 0 && !strict_newton_ && constraint_err <= 1.0 &&
-                              newton_test.error_estimate() <= close_enough_bound;
-    if (may_stop && (err <= 1.0 || close_enough || (constraint_err <= 1.0 && small_correction))) {
-      if (passes_through_collider(s.q, q1, t1)) {
-        why = "a mass would pass through a collider";
-        return false;
-      }
-      stopped_early_ = close_enough && !(err <= 1.0);
-      last_local_error = local_error_estimate(s.acc, acc, h, kind);
-      // A guess's miss e would have left Newton a residual of about J e.
-      predictor_.learn(guess, s.acc, acc, h, it, [&](const VectorXd& miss) {
-        VectorXd e = VectorXd::Zero(num_unknowns());
-        e.head(nm) = miss;
-        return rms_acceleration(lin_.elements.multiply(e, split_work_));
-      });
-      commit_step(step, q1, v1, acc, lam, t1);
-      last_newton_iterations = it;
-      newton_iterations += it;
-      if (reproject_accelerations()) make_consistent(path, 0.0);
-      return true;
-    }
+    bool early = false;
+    if (newton_may_stop(n, it, err, residual.constraint_err, tol, early))
+      return accept_step(n, step, h, kind, it, path, early, why);
     if (it == max_newton_iterations) break;
-    if (!matrix_assembled) forces_and_matrix(kin, lam, 1.0, step.bq, step.bv, F, g, lin_);
-    const double last_correction_err = correction_err;
-    correction_err = std::numeric_limits<double>::infinity();
-    if (newton_matrix == NewtonMatrix::OnDemand && err > err_prev && !definite_newton_) {
+    if (!matrix_assembled) forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
+    if (newton_matrix == NewtonMatrix::OnDemand && err > n.err_prev && !definite_newton_) {
       definite_newton_ = true;  // the error grew: projected from the next assembly on
       lin_.invalidate_factor();
     }
-    if (it >= 3 && err > err_prev && fraction == 1.0) {
-      fraction = 0.5;
-      acc = acc_prev + fraction * delta.head(nm);
-      lam = lam_prev + fraction * delta.tail(nc);
+    if (it >= 3 && err > n.err_prev && n.fraction == 1.0) {  // halve the last correction
+      n.correction_err = std::numeric_limits<double>::infinity();
+      n.fraction = 0.5;
+      n.acc = n.acc_prev + n.fraction * n.delta.head(nm);
+      n.lam = n.lam_prev + n.fraction * n.delta.tail(nc);
       continue;
     }
-    err_prev = err;
-    lam_prev = lam;  // acc_prev: with the correction below
-    fraction = 1.0;
-    // Inexact Newton: the linear systems are solved to a relative residual of 1e-2. This
-    // Newton contracts the error by 20x or more per iteration, so solving more accurately
-    // buys little and costs Krylov iterations; much looser (1e-1) stalls Newton at
-    // newton_tol 1e-10. Under error control Newton stops 1e5 times earlier, where 1e-1
-    // is enough and saves Krylov iterations (docs/performance.md).
-    const double linear_tol = tolerance > 0 ? 1e-1 : 1e-2;
-    if (!lin_.solve(rhs, delta, linear_tol, &lam)) {
+    n.err_prev = err;
+    n.lam_prev = n.lam;  // acc_prev: with the correction
+    n.fraction = 1.0;
+    if (!newton_correct(n, step, tol, residual.round_off)) {
       why = "the Newton matrix is singular";
       return false;
-    }
-    double correction_squares = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
-      acc_prev.segment(at, size) = acc.segment(at, size);
-      acc.segment(at, size) += delta.segment(at, size);
-      return MassPartial{0.0, delta.segment(at, size).squaredNorm()};
-    }).sum;
-    if (!contacts_.empty()) {
-      limit_contact_corrections(acc_prev, step.bq, v1, step.v_pred, step.bv, acc);
-      delta.head(nm) = acc - acc_prev;  // the correction taken, for the measures below
-      correction_squares = delta.head(nm).squaredNorm();
-    }
-    lam += delta.tail(nc);
-    correction_err = correction_error(delta, acc_tol, round_off);
-    if (tolerance > 0)
-      newton_test.add_correction(std::sqrt(correction_squares / static_cast<double>(num_masses())));
-    // Newton's error after this correction, estimated from its rate as SUNDIALS IDA does
-    // (NewtonErrorTest; without error control, the max-norm correction_err and the rate
-    // of the last two corrections): when it is within the tolerance, the next residual
-    // is computed before the matrix, which is then assembled only if Newton goes on. The
-    // decisions are those of a full assembly; most steps save the matrix of their last
-    // iterate (docs/performance.md).
-    if (std::isfinite(last_correction_err) && last_correction_err > 0) {
-      const double rate = correction_err / last_correction_err;
-      check_residual_first =
-          rate < 1 && (rate / (1 - rate) * correction_err <= 1.0 ||
-                       (tolerance > 0 && newton_test.error_estimate() <= close_enough_bound));
     }
   }
   why = "Newton's method did not converge in " + std::to_string(max_newton_iterations) +
