@@ -409,6 +409,8 @@ class System {
   // Adds the stencils' forces (into F) and blocks (into matrix); the largest force.
   double add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F, ElementMatrix* matrix) const;
   double stencils_energy(const Kinematics& kin) const;
+  double max_spring_stiffness() const;
+  double stencils_stiffness() const;
   Colliders colliders_;
   // Sum of the stiffness of the springs at each mass (contact_stiffness), kept by add_*.
   std::vector<double> spring_stiffness_at_;

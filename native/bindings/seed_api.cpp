@@ -165,7 +165,7 @@ void bind_elements(py::module_& m) {
   py::class_<WireBendingSpec>(
       m, "WireBending",
       "Bending of a wire at b, the vertex between edges a-b and b-c: energy "
-      "stiffness * (1 - cos(turning angle)), a moment of stiffness * angle for small angles "
+      "2 stiffness tan^2(turning angle / 2), a moment of stiffness * angle for small angles "
       "(stiffness = EI / mean edge length, N m per radian). Its rest shape is straight.")
       .def(py::init([](double stiffness, const py::sequence& c) {
              return WireBendingSpec{WireBending{stiffness}, connectors_of<3>(c, "WireBending")};

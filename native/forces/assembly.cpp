@@ -172,6 +172,33 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
 }
 
 template <int D>
+double System<D>::max_spring_stiffness() const {
+  double largest = 0.0;
+  for (const Spring& s : springs_) largest = std::max(largest, s.stiffness);
+  return largest;
+}
+
+// The largest entry of the stencils' stiffness where the masses are now (WireBending:
+// about k / l^2): with the springs' stiffness, the scale of the force round-off a
+// position error of one ulp makes, which Newton's tolerance must stay above (a bent wire
+// far from the origin: test_bending_far_from_the_origin_converges).
+template <int D>
+double System<D>::stencils_stiffness() const {
+  const FixPath<D> path = resting_path();
+  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  double largest = 0.0;
+  for_each_set(stencils_, [&](const auto& set) {
+    constexpr int K = std::decay_t<decltype(set)>::K;
+    std::array<VecD, K> x, v;
+    for (std::size_t e = 0; e < set.size(); ++e) {
+      for (int j = 0; j < K; ++j) x[j] = kin.pos(set.ends[e][j]), v[j] = kin.vel(set.ends[e][j]);
+      largest = std::max(largest, set.laws[e].template terms<D>(x, v).dfdx.cwiseAbs().maxCoeff());
+    }
+  });
+  return largest;
+}
+
+template <int D>
 double System<D>::stencils_energy(const Kinematics& kin) const {
   double energy = 0;
   for_each_set(stencils_, [&](const auto& set) {
@@ -336,8 +363,7 @@ void System<D>::ensure_pattern() {
   constexpr double kErrorScaleDivisions = 40;
   const double largest_side = num_masses() + num_fixes() > 1 ? (built_hi_ - built_lo_).maxCoeff() : 0.0;
   error_scale_ = std::max(length_scale_, largest_side / kErrorScaleDivisions);
-  max_stiffness_ = 0.0;
-  for (const Spring& s : springs_) max_stiffness_ = std::max(max_stiffness_, s.stiffness);
+  max_stiffness_ = std::max(max_spring_stiffness(), stencils_stiffness());
 
   spring_chunks_ = plan_spring_chunks();
   stencil_layout_ = stencil_layout();
