@@ -118,13 +118,15 @@ Connector System<D>::add_mass(double mass, const VecD& pos, const VecD& vel) {
 
 template <int D>
 void System<D>::add_masses(const std::vector<double>& mass, const std::vector<VecD>& pos,
-                           const std::vector<VecD>& vel) {
+                           const std::vector<VecD>& vel, const Names& name) {
   require_idle("add masses");
   const int n0 = num_masses(), count = static_cast<int>(mass.size());
   for (int k = 0; k < count; ++k) {
-    auto item = [&] { return "Mass " + std::to_string(n0 + k); };
-    require(std::isfinite(mass[k]) && mass[k] > 0,
-            [&] { return item() + ": mass must be positive, got " + fmt(mass[k]); });
+    auto item = [&] { return name ? name(k) : "Mass " + std::to_string(n0 + k); };
+    require(std::isfinite(mass[k]) && mass[k] > 0, [&] {
+      return item() + ": mass must be positive, got " + fmt(mass[k]) +
+             " (give every vertex that is not pinned a mass)";
+    });
     require_magnitude(pos[k], [&] { return item() + ": position"; });
     require_magnitude(vel[k], [&] { return item() + ": velocity"; });
   }
@@ -149,9 +151,9 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
 }
 
 template <int D>
-Connector System<D>::add_fix(const VecD& pos) {
+Connector System<D>::add_fix(const VecD& pos, const Names& name) {
   require_idle("add a fix");
-  const std::string item = "Fix " + std::to_string(num_fixes());
+  const std::string item = name ? name(0) : "Fix " + std::to_string(num_fixes());
   require_magnitude(pos, item + ": position");
   fix_target_.push_back(pos);
   state_.fix_pos.push_back(pos);
@@ -177,10 +179,10 @@ void System<D>::check_connector(const Connector& c, const std::function<std::str
 }
 
 template <int D>
-int System<D>::add_spring(const Spring& s) {
+int System<D>::add_spring(const Spring& s, const Names& name) {
   require_idle("add a spring");
   const std::function<std::string()> item = [&] {
-    return std::string(s.rope ? "Chain " : "Spring ") + std::to_string(springs_.size());
+    return name ? name(0) : std::string(s.rope ? "Chain " : "Spring ") + std::to_string(springs_.size());
   };
   require(std::isfinite(s.length) && s.length >= 0 && s.length <= kMaxMagnitude, [&] {
     return item() + ": length must be >= 0 and at most " + fmt(kMaxMagnitude) + ", got " + fmt(s.length);
@@ -227,12 +229,14 @@ int System<D>::add_constraint(const DistanceConstraint& c) {
 }
 
 template <int D>
-void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs) {
+void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs, const Names& name) {
   require_idle("add constraints");
   const std::size_t n0 = constraints_.size();
   for (std::size_t k = 0; k < cs.size(); ++k) {
     const DistanceConstraint& c = cs[k];
-    const std::function<std::string()> item = [&] { return "DistanceConstraint " + std::to_string(n0 + k); };
+    const std::function<std::string()> item = [&] {
+      return name ? name(k) : "DistanceConstraint " + std::to_string(n0 + k);
+    };
     require(std::isfinite(c.length) && c.length > 0 && c.length <= kMaxMagnitude, [&] {
       return item() + ": length must be positive and at most " + fmt(kMaxMagnitude) + ", got " + fmt(c.length);
     });

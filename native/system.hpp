@@ -90,14 +90,20 @@ class System {
   System();
   std::uint64_t id() const { return id_; }
 
-  // ---- building (each validates and names the offending item) ----
+  // ---- building ----
+  // The one place input is checked: each add_* validates what it adds and names the
+  // offending item in its message. By default an item is named as the seed API counts it
+  // ("Mass 3", "Spring 5"); a builder from arrays passes `name` (item k of the call ->
+  // "vertex 7", "spring 5 (vertices [2, 9])"). Callers above (the bindings, from_arrays,
+  // the add-on) convert shapes and types, not values.
+  using Names = std::function<std::string(std::size_t)>;
   Connector add_mass(double mass, const VecD& pos, const VecD& vel);
   // Bulk versions for big meshes: validate and grow the state once.
   void add_masses(const std::vector<double>& mass, const std::vector<VecD>& pos,
-                  const std::vector<VecD>& vel);
-  void add_constraints(const std::vector<DistanceConstraint>& cs);
-  Connector add_fix(const VecD& pos);
-  int add_spring(const Spring& s);
+                  const std::vector<VecD>& vel, const Names& name = {});
+  void add_constraints(const std::vector<DistanceConstraint>& cs, const Names& name = {});
+  Connector add_fix(const VecD& pos, const Names& name = {});
+  int add_spring(const Spring& s, const Names& name = {});
   int add_constraint(const DistanceConstraint& c);
   // An element of a law on k vertices (forces/stencils.hpp), e.g. WireBending; returns
   // its number among that law's elements.

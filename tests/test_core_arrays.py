@@ -81,7 +81,7 @@ def test_moving_anchor_through_fix_positions():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(masses=[1.0, -2.0, 1.0]), r"vertex 1: mass must be positive"),
-    (dict(springs=[[0, 7]]), r"spring 0: vertex index \[0, 7\] out of range"),
+    (dict(springs=[[0, 7]]), r"spring 0: vertex index 7 out of range \(there are 3 vertices"),
     (dict(springs=[[1, 1]]), r"spring 0: both ends are vertex 1"),
     (dict(springs=[[0, 1], [1, 2]], stiffness=[1.0, -1.0]), r"spring 1 \(vertices \[1, 2\]\): stiffness"),
     (dict(constraints=[[0, 1]], constraint_length=[0.0]), r"constraint 0 \(vertices \[0, 1\]\): length"),
@@ -151,12 +151,23 @@ def test_core_refuses_arrays_whose_sizes_disagree(name, value, message):
 
 
 def test_core_validates_the_values_it_builds():
-    with pytest.raises(ValueError, match="Mass 1: mass must be positive"):
+    with pytest.raises(ValueError, match=r"vertex 1: mass must be positive, got -1 \(give every vertex"):
         _build_raw(masses=np.array([1.0, -1.0, 1.0]))
-    with pytest.raises(ValueError, match="Spring 0: stiffness must be >= 0"):
+    with pytest.raises(ValueError, match=r"spring 0 \(vertices \[0, 1\]\): stiffness must be >= 0"):
         _build_raw(stiffness=np.array([-1.0]))
-    with pytest.raises(ValueError, match="Spring 0: both ends are the same connector"):
+    with pytest.raises(ValueError, match="spring 0: both ends are vertex 1"):
         _build_raw(springs=np.array([[1, 1]], np.int64))
+    with pytest.raises(ValueError, match=r"vertex 2: velocity contains NaN"):
+        _build_raw(velocities=np.array([[0, 0, 0], [0, 0, 0], [np.nan, 0, 0]]))
+    with pytest.raises(ValueError, match=r"constraint 0 \(vertices \[1, 2\]\): length must be positive"):
+        _build_raw(constraints=np.array([[1, 2]], np.int64), clength=np.array([-1.0]))
+
+
+def test_a_nan_length_is_the_distance_of_the_ends():
+    s = ms.from_arrays([[0, 0, 0], [1, 0, 0], [3, 0, 0]], 1.0, springs=[[0, 1], [1, 2]],
+                       stiffness=1.0, rest_length=[np.nan, 1.5], constraints=[[0, 2]])
+    assert [sp.length for sp in s.springs] == [1.0, 1.5]
+    assert s.constraints[0].length == 3.0
 
 
 def test_masses_and_fixes_added_after_from_arrays_are_the_next_vertices():

@@ -1,5 +1,6 @@
 #include "model/build.hpp"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,26 @@ std::array<Connector, 2> edge_ends(const System<D>& system, const ArrayView<long
     if (i < 0 || i >= system.num_vertices())
       throw InputError(item + " " + std::to_string(e) + ": vertex index " + std::to_string(i) +
                        " out of range (there are " + std::to_string(system.num_vertices()) +
-                       " vertices)");
+                       " vertices, numbered from 0)");
+    if (k == 1 && i == pairs[2 * e])
+      throw InputError(item + " " + std::to_string(e) + ": both ends are vertex " + std::to_string(i));
     ends[k] = system.vertex(static_cast<int>(i));
   }
   return ends;
+}
+
+// "spring 5 (vertices [2, 9])": edge e of `pairs` as a message names it.
+std::string edge_name(const std::string& item, const ArrayView<long long>& pairs, std::size_t e) {
+  return item + " " + std::to_string(e) + " (vertices [" + std::to_string(pairs[2 * e]) + ", " +
+         std::to_string(pairs[2 * e + 1]) + "])";
+}
+
+// The given length, or the distance of the edge's ends as built if it is NaN.
+template <int D>
+double length_or_distance(double given, const System<D>& system, const std::array<Connector, 2>& ends) {
+  if (!std::isnan(given)) return given;
+  auto where = [&](const Connector& c) { return c.type == MASS ? system.pos(c.nr) : system.fix_pos(c.nr); };
+  return (where(ends[1]) - where(ends[0])).norm();
 }
 
 }  // namespace
@@ -51,41 +68,46 @@ void build_from_arrays(System<D>& system, const MeshArrays& a) {
   std::vector<Connector> vertices(N);
   std::vector<double> m;
   std::vector<Vec<D>> p, v;
+  std::vector<std::size_t> mass_vertex;  // the vertex each mass is
   int fixes = 0;
+  auto vertex_name = [](std::size_t i) { return "vertex " + std::to_string(i); };
   for (std::size_t i = 0; i < N; ++i) {
     const Vec<D> x = Eigen::Map<const Vec<D>>(a.positions.data + D * i);
     if (a.fixed[i]) {
-      system.add_fix(x);
+      system.add_fix(x, [&](std::size_t) { return vertex_name(i); });
       vertices[i] = Connector{FIX, fixes++, system.id()};
     } else {
       vertices[i] = Connector{MASS, static_cast<int>(m.size()), system.id()};
       m.push_back(a.masses[i]);
       p.push_back(x);
       v.push_back(Eigen::Map<const Vec<D>>(a.velocities.data + D * i));
+      mass_vertex.push_back(i);
     }
   }
-  system.add_masses(m, p, v);
+  system.add_masses(m, p, v, [&](std::size_t k) { return vertex_name(mass_vertex[k]); });
   system.set_vertices(std::move(vertices));
 
   for (std::size_t e = 0; e < S; ++e) {
     Spring s;
     s.c = edge_ends(system, a.springs, e, "spring");
     if (s.c[0].type == FIX && s.c[1].type == FIX) continue;
-    s.length = a.rest_length[e];
+    s.length = length_or_distance(a.rest_length[e], system, s.c);
     s.stiffness = a.stiffness[e];
     s.damping = a.damping[e];
     s.rope = a.rope[e];
-    system.add_spring(s);
+    system.add_spring(s, [&](std::size_t) { return edge_name("spring", a.springs, e); });
   }
   std::vector<DistanceConstraint> cs;
+  std::vector<std::size_t> constraint_edge;  // the edge each constraint is
   for (std::size_t e = 0; e < C; ++e) {
     DistanceConstraint c;
     c.c = edge_ends(system, a.constraints, e, "constraint");
     if (c.c[0].type == FIX && c.c[1].type == FIX) continue;
-    c.length = a.constraint_length[e];
+    c.length = length_or_distance(a.constraint_length[e], system, c.c);
     cs.push_back(c);
+    constraint_edge.push_back(e);
   }
-  system.add_constraints(cs);
+  system.add_constraints(cs, [&](std::size_t k) { return edge_name("constraint", a.constraints, constraint_edge[k]); });
 }
 
 template void build_from_arrays<2>(System<2>&, const MeshArrays&);

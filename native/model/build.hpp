@@ -27,15 +27,17 @@ struct MeshArrays {
   ArrayView<double> velocities;         // N x D
   ArrayView<long long> springs;         // S x 2 vertex indices
   ArrayView<double> stiffness;          // S
-  ArrayView<double> rest_length;        // S
+  ArrayView<double> rest_length;        // S (NaN: the distance of its ends as built)
   ArrayView<double> damping;            // S
   ArrayView<bool> rope;                 // S
   ArrayView<long long> constraints;     // C x 2 vertex indices
-  ArrayView<double> constraint_length;  // C
+  ArrayView<double> constraint_length;  // C (NaN: the distance of its ends as built)
 };
 
-// Fills an empty system. Every size and index is checked, and every element is validated
-// as by System::add_*: bad input raises InputError (test_core_arrays.py).
+// Fills an empty system. Every size and index is checked here, every value by
+// System::add_*, with messages naming the vertex or edge as the arrays number them
+// ("vertex 7", "spring 5 (vertices [2, 9])"): bad input raises InputError
+// (test_core_arrays.py).
 template <int D>
 void build_from_arrays(System<D>& system, const MeshArrays& arrays);
 
