@@ -415,6 +415,8 @@ class System {
   // Adds the stencils' forces (into F) and blocks (into matrix); the largest force.
   double add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F, ElementMatrix* matrix) const;
   double stencils_energy(const Kinematics& kin) const;
+  template <class F>
+  void each_stencil(const Kinematics& kin, const F& f) const;
   double max_spring_stiffness() const;
   double stencils_stiffness() const;
   Colliders colliders_;

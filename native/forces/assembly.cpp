@@ -138,6 +138,28 @@ std::vector<int> System<D>::stencil_layout() const {
   return start;
 }
 
+// f(law, x, v, nodes) for every stencil at `kin`, in the order of Stencils and then of
+// their addition: x and v its vertices' positions and velocities, nodes their masses
+// (-1: a fix).
+template <int D>
+template <class F>
+void System<D>::each_stencil(const Kinematics& kin, const F& f) const {
+  for_each_set(stencils_, [&](const auto& set) {
+    constexpr int K = std::decay_t<decltype(set)>::K;
+    std::array<VecD, K> x, v;
+    std::array<int, K> nodes;
+    for (std::size_t e = 0; e < set.size(); ++e) {
+      for (int j = 0; j < K; ++j) {
+        const Connector& c = set.ends[e][j];
+        x[j] = kin.pos(c);
+        v[j] = kin.vel(c);
+        nodes[j] = c.type == MASS ? c.nr : -1;
+      }
+      f(set.laws[e], x, v, nodes);
+    }
+  });
+}
+
 // One after another, after the springs (whose chunks have added up): the same bits on any
 // number of workers.
 template <int D>
@@ -145,28 +167,18 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
                                ElementMatrix* matrix) const {
   double largest = 0;
   int stencil = 0;
-  for_each_set(stencils_, [&](const auto& set) {
-    using Law = typename std::decay_t<decltype(set)>::Law;
-    constexpr int K = Law::K;
-    std::array<VecD, K> x, v;
-    std::array<int, K> nodes;
-    for (std::size_t e = 0; e < set.size(); ++e, ++stencil) {
-      for (int j = 0; j < K; ++j) {
-        const Connector& c = set.ends[e][j];
-        x[j] = kin.pos(c);
-        v[j] = kin.vel(c);
-        nodes[j] = c.type == MASS ? c.nr : -1;
+  each_stencil(kin, [&](const auto& law, const auto& x, const auto& v, const auto& nodes) {
+    using Law = std::decay_t<decltype(law)>;
+    const auto t = law.template terms<D>(x, v, Law::kProjectInNewton && definite_newton_);
+    if (F)
+      for (int j = 0; j < Law::K; ++j) {
+        if (nodes[j] < 0) continue;
+        const auto fj = t.f.template segment<D>(D * j);
+        F->template segment<D>(D * nodes[j]) += fj;
+        largest = std::max(largest, fj.cwiseAbs().maxCoeff());
       }
-      const auto t = set.laws[e].template terms<D>(x, v, Law::kProjectInNewton && definite_newton_);
-      if (F)
-        for (int j = 0; j < K; ++j) {
-          if (nodes[j] < 0) continue;
-          const auto fj = t.f.template segment<D>(D * j);
-          F->template segment<D>(D * nodes[j]) += fj;
-          largest = std::max(largest, fj.cwiseAbs().maxCoeff());
-        }
-      if (matrix) matrix->set_stencil(stencil, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
-    }
+    if (matrix) matrix->set_stencil(stencil, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
+    ++stencil;
   });
   return largest;
 }
@@ -185,29 +197,19 @@ double System<D>::max_spring_stiffness() const {
 template <int D>
 double System<D>::stencils_stiffness() const {
   const FixPath<D> path = resting_path();
-  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   double largest = 0.0;
-  for_each_set(stencils_, [&](const auto& set) {
-    constexpr int K = std::decay_t<decltype(set)>::K;
-    std::array<VecD, K> x, v;
-    for (std::size_t e = 0; e < set.size(); ++e) {
-      for (int j = 0; j < K; ++j) x[j] = kin.pos(set.ends[e][j]), v[j] = kin.vel(set.ends[e][j]);
-      largest = std::max(largest, set.laws[e].template terms<D>(x, v).dfdx.cwiseAbs().maxCoeff());
-    }
-  });
+  each_stencil(kinematics(state_.q, state_.v, path, state_.time),
+               [&](const auto& law, const auto& x, const auto& v, const auto&) {
+                 largest = std::max(largest, law.template terms<D>(x, v).dfdx.cwiseAbs().maxCoeff());
+               });
   return largest;
 }
 
 template <int D>
 double System<D>::stencils_energy(const Kinematics& kin) const {
   double energy = 0;
-  for_each_set(stencils_, [&](const auto& set) {
-    constexpr int K = std::decay_t<decltype(set)>::K;
-    std::array<VecD, K> x, v;
-    for (std::size_t e = 0; e < set.size(); ++e) {
-      for (int j = 0; j < K; ++j) x[j] = kin.pos(set.ends[e][j]), v[j] = kin.vel(set.ends[e][j]);
-      energy += set.laws[e].template terms<D>(x, v).energy;
-    }
+  each_stencil(kin, [&](const auto& law, const auto& x, const auto& v, const auto&) {
+    energy += law.template terms<D>(x, v).energy;
   });
   return energy;
 }
