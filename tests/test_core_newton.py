@@ -69,10 +69,12 @@ def test_crumpling_sheet_does_not_gain_energy_with_more_damping():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="known problem: at the default rho_inf = 0.8 and 5 "
-                   "substeps per frame the crumpling sheet gains energy within two seconds, "
+@pytest.mark.xfail(strict=False, reason="known problem: at the default rho_inf = 0.8 and 5 "
+                   "substeps per frame the crumpling sheet may gain energy within two seconds, "
                    "with many step halvings; rho_inf <= 0.5 or 20 substeps per frame keep it "
-                   "below its start")
+                   "below its start. Whether it does depends on round-off: the folds are "
+                   "chaotic, and with loops in up to 16 chunks instead of 2 (other sums, the "
+                   "same physics) it gained nothing (184 halvings) where it gained 34 J (648)")
 def test_crumpling_sheet_does_not_gain_energy_at_the_default_rho():
     assert max_energy_gain(crumpling_sheet()) < 0.01
 

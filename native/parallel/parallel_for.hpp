@@ -30,11 +30,11 @@
 
 namespace ms {
 
-// At most this many chunks per loop: with more, one and two workers were both slower on
-// the folding sheets (docs/performance.md, "All cores, the same bits"), so loops stay at
-// two chunks until that cost is found. The pool itself runs any number of chunks on any
-// number of workers with the same bits.
-constexpr int kMaxChunks = 2;
+// At most this many chunks per loop: enough for the workers of a 16-core machine. The
+// chunks are fixed by the loop's length, so a machine's result does not depend on its
+// cores; more chunks cost one worker nothing measurable once each chunk wrote its own
+// run of the matrix (docs/performance.md, "All cores, the same bits").
+constexpr int kMaxChunks = 16;
 
 // Vector loops (GMRES, the Newton iteration's per-mass passes) get one chunk per this many
 // entries: a shorter loop runs faster alone than handed over.
