@@ -89,6 +89,19 @@ def test_degenerate_vertices_give_no_force_and_no_nan(x):
     assert energy == 0 and np.all(f == 0) and np.all(dfdx == 0)
 
 
+def test_wire_bendings_are_listed_live():
+    mss = ms.MassSpringSystem3d()
+    a, b, c = (mss.add(ms.Mass(1.0, [i, 0, 0])) for i in range(3))
+    bendings = mss.wire_bendings
+    assert len(bendings) == 0
+    mss.add(ms.WireBending(2.5, (a, b, c)))
+    assert len(bendings) == 1 and bendings[0].stiffness == 2.5
+    assert [x.nr for x in bendings[-1].connectors] == [0, 1, 2]
+    assert "1 wire bendings" in repr(mss)
+    with pytest.raises(IndexError):
+        bendings[1]
+
+
 def test_bad_elements_are_refused_with_their_name():
     mss = ms.MassSpringSystem3d()
     a, b = (mss.add(ms.Mass(1.0, [i, 0, 0])) for i in range(2))

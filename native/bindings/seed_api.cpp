@@ -54,6 +54,12 @@ struct ConstraintRef {
   std::shared_ptr<System<D>> sys;
   int i;
 };
+template <int D>
+struct WireBendingRef {
+  std::shared_ptr<System<D>> sys;
+  int i;
+  const StencilSet<WireBending>& set() const { return std::get<StencilSet<WireBending>>(sys->stencils()); }
+};
 template <int D, class Ref>
 struct ListView {
   std::shared_ptr<System<D>> sys;
@@ -272,7 +278,15 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
           "Rod tension (positive pulls the ends together) at the current time; before the "
           "first step, solved for at that instant.");
 
+  py::class_<WireBendingRef<D>>(m, ("WireBendingView" + suffix).c_str())
+      .def_property_readonly("stiffness", [](const WireBendingRef<D>& r) { return r.set().laws[r.i].stiffness; })
+      .def_property_readonly("connectors", [](const WireBendingRef<D>& r) {
+        const auto& c = r.set().ends[r.i];
+        return py::make_tuple(c[0], c[1], c[2]);
+      });
+
   bind_list<D, MassRef<D>>(m, "MassList" + suffix);
+  bind_list<D, WireBendingRef<D>>(m, "WireBendingList" + suffix);
   bind_list<D, FixRef<D>>(m, "FixList" + suffix);
   bind_list<D, SpringRef<D>>(m, "SpringList" + suffix);
   bind_list<D, ConstraintRef<D>>(m, "ConstraintList" + suffix);
@@ -325,7 +339,12 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
                                return ListView<D, ConstraintRef<D>>{s, [](const S& x) {
                                  return static_cast<int>(x.constraints().size());
                                }};
-                             });
+                             })
+      .def_property_readonly("wire_bendings", [](const SP& s) {
+        return ListView<D, WireBendingRef<D>>{s, [](const S& x) {
+          return static_cast<int>(std::get<StencilSet<WireBending>>(x.stencils()).size());
+        }};
+      });
   cls.def("kinetic_energy", &S::kinetic_energy)
       .def("potential_energy", &S::potential_energy)
       .def("energy", &S::total_energy)
@@ -338,7 +357,8 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
       .def("__repr__", [name](const S& s) {
         return name + "(" + std::to_string(s.num_masses()) + " masses, " +
                std::to_string(s.num_fixes()) + " fixes, " + std::to_string(s.springs().size()) +
-               " springs, " + std::to_string(s.constraints().size()) + " constraints, t=" +
+               " springs, " + std::to_string(s.constraints().size()) + " constraints, " +
+               std::to_string(std::get<StencilSet<WireBending>>(s.stencils()).size()) + " wire bendings, t=" +
                std::to_string(s.time()) + ")";
       });;
 }
