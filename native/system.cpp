@@ -135,17 +135,17 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
   state_.v.conservativeResize(n);
   state_.acc.conservativeResize(n);
   state_.aux.conservativeResize(n);
-  spring_stiffness_at_.resize(n0 + count, 0.0);
+  model_.spring_stiffness_at.resize(n0 + count, 0.0);
   for (int k = 0; k < count; ++k) {
-    mass_.push_back(mass[k]);
+    model_.mass.push_back(mass[k]);
     state_.q.template segment<D>(D * (n0 + k)) = pos[k];
     state_.v.template segment<D>(D * (n0 + k)) = vel[k];
     state_.acc.template segment<D>(D * (n0 + k)).setZero();
     state_.aux.template segment<D>(D * (n0 + k)).setZero();
-    extend_built_box(pos[k]);
+    model_.extend_built_box(pos[k]);
     // A system built from arrays numbers its vertices in array order: masses added later
     // are the next vertices (tests/test_core_arrays.py).
-    if (!vertices_.empty()) vertices_.push_back(Connector{MASS, n0 + k, id_});
+    if (!model_.vertices.empty()) model_.vertices.push_back(Connector{MASS, n0 + k, id_});
   }
   changed(kTopology);
 }
@@ -155,10 +155,10 @@ Connector System<D>::add_fix(const VecD& pos, const Names& name) {
   require_idle("add a fix");
   const std::string item = name ? name(0) : "Fix " + std::to_string(num_fixes());
   require_magnitude(pos, item + ": position");
-  fix_target_.push_back(pos);
+  model_.fix_target.push_back(pos);
   state_.fix_pos.push_back(pos);
-  extend_built_box(pos);
-  if (!vertices_.empty()) vertices_.push_back(Connector{FIX, num_fixes() - 1, id_});
+  model_.extend_built_box(pos);
+  if (!model_.vertices.empty()) model_.vertices.push_back(Connector{FIX, num_fixes() - 1, id_});
   changed(kTopology);
   return Connector{FIX, num_fixes() - 1, id_};
 }
@@ -182,7 +182,7 @@ template <int D>
 int System<D>::add_spring(const Spring& s, const Names& name) {
   require_idle("add a spring");
   const std::function<std::string()> item = [&] {
-    return name ? name(0) : std::string(s.rope ? "Chain " : "Spring ") + std::to_string(springs_.size());
+    return name ? name(0) : std::string(s.rope ? "Chain " : "Spring ") + std::to_string(model_.springs.size());
   };
   require(std::isfinite(s.length) && s.length >= 0 && s.length <= kMaxMagnitude, [&] {
     return item() + ": length must be >= 0 and at most " + fmt(kMaxMagnitude) + ", got " + fmt(s.length);
@@ -195,18 +195,18 @@ int System<D>::add_spring(const Spring& s, const Names& name) {
   check_connector(s.c[1], item);
   require(!(s.c[0].type == s.c[1].type && s.c[0].nr == s.c[1].nr),
           [&] { return item() + ": both ends are the same connector"; });
-  springs_.push_back(s);
+  model_.springs.push_back(s);
   for (const Connector& end : s.c)
-    if (end.type == MASS) spring_stiffness_at_[end.nr] += s.stiffness;
+    if (end.type == MASS) model_.spring_stiffness_at[end.nr] += s.stiffness;
   changed(kTopology);
-  return static_cast<int>(springs_.size()) - 1;
+  return static_cast<int>(model_.springs.size()) - 1;
 }
 
 template <int D>
 template <class Law>
 int System<D>::add_stencil(const Law& law, const std::array<Connector, Law::K>& ends) {
   require_idle("add a force element");
-  auto& set = std::get<StencilSet<Law>>(stencils_);
+  auto& set = std::get<StencilSet<Law>>(model_.stencils);
   const std::function<std::string()> item = [&] {
     return std::string(Law::kName) + " " + std::to_string(set.size());
   };
@@ -225,13 +225,13 @@ int System<D>::add_stencil(const Law& law, const std::array<Connector, Law::K>& 
 template <int D>
 int System<D>::add_constraint(const DistanceConstraint& c) {
   add_constraints({c});
-  return static_cast<int>(constraints_.size()) - 1;
+  return static_cast<int>(model_.constraints.size()) - 1;
 }
 
 template <int D>
 void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs, const Names& name) {
   require_idle("add constraints");
-  const std::size_t n0 = constraints_.size();
+  const std::size_t n0 = model_.constraints.size();
   for (std::size_t k = 0; k < cs.size(); ++k) {
     const DistanceConstraint& c = cs[k];
     const std::function<std::string()> item = [&] {
@@ -247,8 +247,8 @@ void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs, const
     require(!(c.c[0].type == c.c[1].type && c.c[0].nr == c.c[1].nr),
             [&] { return item() + ": both ends are the same connector"; });
   }
-  constraints_.insert(constraints_.end(), cs.begin(), cs.end());
-  const auto n = static_cast<Eigen::Index>(constraints_.size());
+  model_.constraints.insert(model_.constraints.end(), cs.begin(), cs.end());
+  const auto n = static_cast<Eigen::Index>(model_.constraints.size());
   state_.lam.conservativeResize(n);
   state_.lam.tail(n - static_cast<Eigen::Index>(n0)).setZero();
   changed(kTopology | kRods);
@@ -259,7 +259,7 @@ void System<D>::set_mass(int i, double m) {
   require_idle("change a mass");
   require(std::isfinite(m) && m > 0,
           "Mass " + std::to_string(i) + ": mass must be positive, got " + fmt(m));
-  mass_[i] = m;
+  model_.mass[i] = m;
   changed(kMasses);  // the energy, the length scale and the regularization depend on masses
 }
 
@@ -270,7 +270,7 @@ void System<D>::set_fix_pos(int k, const VecD& p) {
   // The fix moves there linearly during the next simulate() call, the first one included:
   // an anchor moved before the first call drags its rods from where they fit
   // (test_moving_fix_is_interpolated_over_the_call, test_animated_pin_drags_a_rod_smoothly).
-  fix_target_[k] = p;
+  model_.fix_target[k] = p;
 }
 
 template <int D>
@@ -294,8 +294,8 @@ void System<D>::set_state(const State<D>& s) {
   require(s.q.size() == n && s.v.size() == n && s.acc.size() == n && s.aux.size() == n,
           "state: position/velocity/acceleration arrays must have " + std::to_string(n) +
               " entries for this system");
-  require(s.lam.size() == static_cast<Eigen::Index>(constraints_.size()),
-          "state: multiplier array must have " + std::to_string(constraints_.size()) +
+  require(s.lam.size() == static_cast<Eigen::Index>(model_.constraints.size()),
+          "state: multiplier array must have " + std::to_string(model_.constraints.size()) +
               " entries");
   require(static_cast<int>(s.fix_pos.size()) == num_fixes(),
           "state: fix positions must have " + std::to_string(num_fixes()) + " rows");
@@ -303,7 +303,7 @@ void System<D>::set_state(const State<D>& s) {
               all_finite(s.aux) && all_finite(s.lam),
           "state: contains NaN or Inf");
   state_ = s;
-  fix_target_ = s.fix_pos;
+  model_.fix_target = s.fix_pos;
   changed(kRestore);  // error control starts afresh from a restored state
 }
 
@@ -336,30 +336,30 @@ FixPath<D> System<D>::resting_path() const {
 template <int D>
 double System<D>::kinetic_energy() const {
   double e = 0;
-  for (int i = 0; i < num_masses(); ++i) e += 0.5 * mass_[i] * vel(i).squaredNorm();
+  for (int i = 0; i < num_masses(); ++i) e += 0.5 * model_.mass[i] * vel(i).squaredNorm();
   return e;
 }
 
 template <int D>
 double System<D>::potential_energy() const {
   double e = 0;
-  for (int i = 0; i < num_masses(); ++i) e -= mass_[i] * gravity.dot(pos(i));
+  for (int i = 0; i < num_masses(); ++i) e -= model_.mass[i] * gravity.dot(pos(i));
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   auto springs_energy = [&](std::size_t first, std::size_t last) {
     double sum = 0;
     for (std::size_t k = first; k < last; ++k) {
-      const Spring& s = springs_[k];
+      const Spring& s = model_.springs[k];
       sum += spring_energy(s, (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm() - s.length);
     }
     return sum;
   };
   // In chunks at once for big systems, as assembly (error control checks it every step).
-  const long ns = static_cast<long>(springs_.size());
+  const long ns = static_cast<long>(model_.springs.size());
   e += sum_over_chunks<double>(ns, split_work_ ? chunk_count(ns, kSpringGrain) : 1,
                                [&](long first, long last) { return springs_energy(first, last); });
   e += stencils_energy(kin);
-  if (!colliders_.empty())
+  if (!model_.colliders.empty())
     for (const Touch& touch : touches(kin)) e += touch.force.energy;
   return e;
 }
@@ -374,7 +374,7 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
   require_idle("set colliders");
   require(D == 3 || triangles.empty(),
           "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3d has them)");
-  colliders_.set(vertices, triangles, thickness, friction);
+  model_.colliders.set(vertices, triangles, thickness, friction);
   changed(kColliders);  // the energy at stake changed
 }
 
@@ -384,9 +384,9 @@ ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite,
   if constexpr (D != 3) {
     return {};
   } else {
-    if (colliders_.empty()) return {};
+    if (model_.colliders.empty()) return {};
     const Vec3 p = kin.q->template segment<3>(3 * i), v = kin.v->template segment<3>(3 * i);
-    ContactPoint c = colliders_.nearest(p, kin.t, v);
+    ContactPoint c = model_.colliders.nearest(p, kin.t, v);
     // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
     // it leaves out that of compressed springs (and see contact_force).
     if (definite) c.curvature.setZero();
@@ -395,8 +395,8 @@ ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite,
       *state = {i, c.normal, c.surface_velocity, c.thickness - c.distance,
                 contact_ramp(c.thickness), c.friction > 0};
     const double g_ref = contact_gravity();
-    const double k = contact_stiffness(mass_[i], g_ref, c.thickness, spring_stiffness_at_[i]);
-    return contact_force(c, mass_[i], k, v, g_ref, definite);
+    const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i]);
+    return contact_force(c, model_.mass[i], k, v, g_ref, definite);
   }
 }
 
@@ -436,7 +436,7 @@ double System<D>::max_constraint_violation() const {
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   double worst = 0;
-  for (const DistanceConstraint& c : constraints_)
+  for (const DistanceConstraint& c : model_.constraints)
     worst = std::max(worst, std::abs((kin.pos(c.c[1]) - kin.pos(c.c[0])).norm() - c.length));
   return worst;
 }
@@ -445,8 +445,8 @@ double System<D>::max_constraint_violation() const {
 // numbering, e.g. a mesh's), else "mass 3" or "fix 0".
 template <int D>
 std::string System<D>::connector_name(const Connector& c) const {
-  for (std::size_t v = 0; v < vertices_.size(); ++v)
-    if (vertices_[v].type == c.type && vertices_[v].nr == c.nr) return "vertex " + std::to_string(v);
+  for (std::size_t v = 0; v < model_.vertices.size(); ++v)
+    if (model_.vertices[v].type == c.type && model_.vertices[v].nr == c.nr) return "vertex " + std::to_string(v);
   return (c.type == FIX ? "fix " : "mass ") + std::to_string(c.nr);
 }
 
@@ -458,8 +458,8 @@ template <int D>
 void System<D>::require_rods_fit_positions() {
   if (!rods_unchecked_) return;
   const Kinematics kin = kinematics(state_.q, state_.v, resting_path(), state_.time);
-  for (std::size_t j = 0; j < constraints_.size(); ++j) {
-    const DistanceConstraint& c = constraints_[j];
+  for (std::size_t j = 0; j < model_.constraints.size(); ++j) {
+    const DistanceConstraint& c = model_.constraints[j];
     const double apart = (kin.pos(c.c[1]) - kin.pos(c.c[0])).norm();
     if (std::abs(apart - c.length) > 1e-3 * c.length)
       throw InputError("DistanceConstraint " + std::to_string(j) + " (" + connector_name(c.c[0]) +
@@ -476,7 +476,7 @@ void System<D>::require_rods_fit_positions() {
 
 template <int D>
 double System<D>::constraint_force(int j) {
-  require(j >= 0 && j < static_cast<int>(constraints_.size()), "no rod with index " + std::to_string(j));
+  require(j >= 0 && j < static_cast<int>(model_.constraints.size()), "no rod with index " + std::to_string(j));
   return constraint_forces()(j);
 }
 
@@ -487,16 +487,16 @@ VectorXd System<D>::constraint_forces() {
   // instant, fixes at rest, without changing the state: a rod holding a weight reads the
   // weight before the first step, not 0 (test_rod_forces_are_known_before_the_first_step).
   VectorXd lam = state_.lam;
-  if (!state_.consistent && !constraints_.empty() && num_masses() > 0) {
+  if (!state_.consistent && !model_.constraints.empty() && num_masses() > 0) {
     require_idle("reading rod forces");
     ensure_pattern();
     VectorXd acc;
     consistent_acceleration(state_.q, state_.v, state_.time, resting_path(), acc, lam);
   }
   auto at = [&](const Connector& k) { return k.type == MASS ? pos(k.nr) : state_.fix_pos[k.nr]; };
-  VectorXd f(static_cast<Eigen::Index>(constraints_.size()));
+  VectorXd f(static_cast<Eigen::Index>(model_.constraints.size()));
   for (Eigen::Index j = 0; j < f.size(); ++j) {
-    const DistanceConstraint& c = constraints_[static_cast<size_t>(j)];
+    const DistanceConstraint& c = model_.constraints[static_cast<size_t>(j)];
     f(j) = lam(j) * (at(c.c[1]) - at(c.c[0])).norm() / c.length;  // lam scaled by |d|/L0
   }
   return f;

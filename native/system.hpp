@@ -1,6 +1,8 @@
-// A mass-spring system: the model (masses, fixes, springs, constraints, gravity), its
-// state, and the integrators that advance the state. Where its parts live:
-//   model/          topology and parameters (value types), the state, building from arrays
+// A mass-spring system: the model (Model<D>: what the user built), its state (State<D>),
+// and the simulator around them (settings, caches, the integrators that advance the
+// state). Where its parts live:
+//   model/          topology and parameters (value types, Model<D>), the state, building
+//                   from arrays
 //   forces/         the force laws (pure functions) and assembly: forces, constraint
 //                   values and the Newton matrix from the laws
 //   contact/        colliders and the contact law
@@ -33,6 +35,7 @@
 #include "linear_solver/krylov.hpp"
 #include "linear_solver/newton_solver.hpp"
 #include "model/state.hpp"
+#include "model/system_model.hpp"
 
 namespace ms {
 
@@ -109,18 +112,20 @@ class System {
   // its number among that law's elements.
   template <class Law>
   int add_stencil(const Law& law, const std::array<Connector, Law::K>& ends);
-  const Stencils& stencils() const { return stencils_; }
+  const Stencils& stencils() const { return model_.stencils; }
+  // What the user built, read-only: changes go through add_* and set_*.
+  const Model<D>& model() const { return model_; }
 
-  int num_masses() const { return static_cast<int>(mass_.size()); }
-  int num_fixes() const { return static_cast<int>(fix_target_.size()); }
-  const std::vector<Spring>& springs() const { return springs_; }
-  const std::vector<DistanceConstraint>& constraints() const { return constraints_; }
+  int num_masses() const { return static_cast<int>(model_.mass.size()); }
+  int num_fixes() const { return static_cast<int>(model_.fix_target.size()); }
+  const std::vector<Spring>& springs() const { return model_.springs; }
+  const std::vector<DistanceConstraint>& constraints() const { return model_.constraints; }
 
   // ---- model parameters ----
   VecD gravity = VecD::Zero();
-  double mass(int i) const { return mass_[i]; }
+  double mass(int i) const { return model_.mass[i]; }
   void set_mass(int i, double m);
-  VecD fix_pos(int k) const { return fix_target_[k]; }
+  VecD fix_pos(int k) const { return model_.fix_target[k]; }
   void set_fix_pos(int k, const VecD& p);
 
   // ---- colliders (3-D systems only; contact.hpp) ----
@@ -130,7 +135,7 @@ class System {
   void set_colliders(const std::vector<Vec3>& vertices,
                      const std::vector<std::array<int, 3>>& triangles,
                      const std::vector<double>& thickness, const std::vector<double>& friction);
-  const Colliders& colliders() const { return colliders_; }
+  const Colliders& colliders() const { return model_.colliders; }
   // The force of the colliders on each mass now (D per mass).
   VectorXd contact_forces() const;
   // The acceleration the contact stiffness is scaled by: gravity, at least 9.81 m/s^2.
@@ -234,15 +239,15 @@ class System {
   // ---- vertices ----
   // Vertex order: as built from arrays (build.hpp), else all masses, then all fixes.
   int num_vertices() const {
-    return vertices_.empty() ? num_masses() + num_fixes() : static_cast<int>(vertices_.size());
+    return model_.vertices.empty() ? num_masses() + num_fixes() : static_cast<int>(model_.vertices.size());
   }
   Connector vertex(int i) const {
-    if (!vertices_.empty()) return vertices_[i];
+    if (!model_.vertices.empty()) return model_.vertices[i];
     return i < num_masses() ? Connector{MASS, i, id_} : Connector{FIX, i - num_masses(), id_};
   }
   // The connector each vertex became, set once by build_from_arrays (empty otherwise).
-  void set_vertices(std::vector<Connector> vertices) { vertices_ = std::move(vertices); }
-  const std::vector<Connector>& vertices_from_arrays() const { return vertices_; }
+  void set_vertices(std::vector<Connector> vertices) { model_.vertices = std::move(vertices); }
+  const std::vector<Connector>& vertices_from_arrays() const { return model_.vertices; }
   // Where vertex i is now (a fix: where it is at time(), not its target).
   VecD vertex_pos(int i) const {
     const Connector c = vertex(i);
@@ -250,7 +255,7 @@ class System {
   }
 
   // Dimension of the unknown vector (D * masses + constraints).
-  int num_unknowns() const { return D * num_masses() + static_cast<int>(constraints_.size()); }
+  int num_unknowns() const { return D * num_masses() + static_cast<int>(model_.constraints.size()); }
 
  private:
   // Positions and velocities of all endpoints at one instant.
@@ -402,12 +407,7 @@ class System {
   void check_connector(const Connector& c, const std::function<std::string()>& item) const;
 
   std::uint64_t id_;
-  std::vector<Connector> vertices_;
-  std::vector<double> mass_;
-  std::vector<VecD> fix_target_;
-  std::vector<Spring> springs_;
-  std::vector<DistanceConstraint> constraints_;
-  Stencils stencils_;
+  Model<D> model_;  // what the user built (model/system_model.hpp)
   // Stencil s's vertices in ElementMatrix::resize_stencils' form (all laws' elements in
   // the order of Stencils), made with the pattern.
   std::vector<int> stencil_layout() const;
@@ -419,9 +419,6 @@ class System {
   void each_stencil(const Kinematics& kin, const F& f) const;
   double max_spring_stiffness() const;
   double stencils_stiffness() const;
-  Colliders colliders_;
-  // Sum of the stiffness of the springs at each mass (contact_stiffness), kept by add_*.
-  std::vector<double> spring_stiffness_at_;
   // Contact of mass i at this instant (none in 2-D or without colliders).
   // `state`, if given, receives where it touches (mass -1: nowhere).
   ContactForce contact(const Kinematics& kin, int i, bool definite,
@@ -506,13 +503,6 @@ class System {
   }
   double length_scale_ = 1.0;
   double error_scale_ = 1.0;  // what error control's tolerance is a fraction of (ensure_pattern)
-  // The bounding box of the masses and fixes where they were added.
-  VecD built_lo_ = VecD::Constant(std::numeric_limits<double>::infinity());
-  VecD built_hi_ = VecD::Constant(-std::numeric_limits<double>::infinity());
-  void extend_built_box(const VecD& p) {
-    built_lo_ = built_lo_.cwiseMin(p);
-    built_hi_ = built_hi_.cwiseMax(p);
-  }
   std::string linear_solver_ = "auto";
   // Largest force a single element exerted in the last assembly: the size of the terms
   // whose sum is the residual, hence of its round-off.

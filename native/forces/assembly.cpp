@@ -28,8 +28,8 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
                          std::vector<ContactState>* contacts) const {
   const int nm = num_masses();
   if (F) F->resize(D * nm);  // every entry is set by set_masses
-  if (g) g->setZero(static_cast<Eigen::Index>(constraints_.size()));
-  const int nc = static_cast<int>(constraints_.size());
+  if (g) g->setZero(static_cast<Eigen::Index>(model_.constraints.size()));
+  const int nc = static_cast<int>(model_.constraints.size());
   const SpringChunks planned = pattern_ready_ ? SpringChunks() : plan_spring_chunks();
   const SpringChunks& spring_chunks = pattern_ready_ ? spring_chunks_ : planned;
   if (matrix) matrix->resize(D, nm, spring_chunks.all + nc, nc);
@@ -48,10 +48,10 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     double largest = 0;
     for (int i = 0; i < nm; ++i) {
       if (F) {
-        F->template segment<D>(D * i) = mass_[i] * gravity;
-        largest = std::max(largest, mass_[i] * gravity.cwiseAbs().maxCoeff());
+        F->template segment<D>(D * i) = model_.mass[i] * gravity;
+        largest = std::max(largest, model_.mass[i] * gravity.cwiseAbs().maxCoeff());
       }
-      if (matrix) matrix->set_mass(i, cM * mass_[i]);
+      if (matrix) matrix->set_mass(i, cM * model_.mass[i]);
     }
     return largest;
   };
@@ -62,7 +62,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     double largest = 0;
     for (const int* at = first; at != last; ++at) {
       const int k = *at;
-      const Spring& s = springs_[k];
+      const Spring& s = model_.springs[k];
       const int slot = spring_chunks.pair[k];
       if (slot < 0) continue;  // between two fixes
       const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
@@ -78,7 +78,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     }
     return largest;
   };
-  const long ns = static_cast<long>(springs_.size());
+  const long ns = static_cast<long>(model_.springs.size());
   const ChunkPlan& plan = spring_chunks.by_node;
   const int chunks = plan.chunks();
   double largest = 0;
@@ -102,7 +102,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
   if (F) element_force_scale_ = largest;
 
   if (contacts) contacts->clear();
-  if (!colliders_.empty())
+  if (!model_.colliders.empty())
     for (const Touch& touch : touches(kin)) {
       const ContactState& where = touch.where;
       const ContactForce& c = touch.force;
@@ -116,7 +116,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     }
 
   for (int j = 0; j < nc; ++j) {
-    const DistanceConstraint& dc = constraints_[j];
+    const DistanceConstraint& dc = model_.constraints[j];
     const VecD d = kin.pos(dc.c[1]) - kin.pos(dc.c[0]);
     const RodTerms<D> rod = rod_terms<D>(dc.length, d, lam(j), definite_newton_);
     if (g) (*g)(j) = rod.g;
@@ -132,7 +132,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
 template <int D>
 std::vector<int> System<D>::stencil_layout() const {
   std::vector<int> start{0};
-  for_each_set(stencils_, [&](const auto& set) {
+  for_each_set(model_.stencils, [&](const auto& set) {
     for (std::size_t e = 0; e < set.size(); ++e) start.push_back(start.back() + set.K);
   });
   return start;
@@ -144,7 +144,7 @@ std::vector<int> System<D>::stencil_layout() const {
 template <int D>
 template <class F>
 void System<D>::each_stencil(const Kinematics& kin, const F& f) const {
-  for_each_set(stencils_, [&](const auto& set) {
+  for_each_set(model_.stencils, [&](const auto& set) {
     constexpr int K = std::decay_t<decltype(set)>::K;
     std::array<VecD, K> x, v;
     std::array<int, K> nodes;
@@ -186,7 +186,7 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
 template <int D>
 double System<D>::max_spring_stiffness() const {
   double largest = 0.0;
-  for (const Spring& s : springs_) largest = std::max(largest, s.stiffness);
+  for (const Spring& s : model_.springs) largest = std::max(largest, s.stiffness);
   return largest;
 }
 
@@ -217,17 +217,17 @@ double System<D>::stencils_energy(const Kinematics& kin) const {
 template <int D>
 typename System<D>::SpringChunks System<D>::plan_spring_chunks() const {
   SpringChunks plan;
-  const long ns = static_cast<long>(springs_.size());
+  const long ns = static_cast<long>(model_.springs.size());
   const int chunks = num_masses() >= kSplitMinMasses ? chunk_count(ns, kSpringGrain) : 1;
   plan.by_node = plan_by_nodes(ns, num_masses(), chunks, D, [&](long k, auto&& visit) {
-      for (const Connector& end : springs_[k].c) visit(end.type == MASS ? end.nr : -1);
+      for (const Connector& end : model_.springs[k].c) visit(end.type == MASS ? end.nr : -1);
     });
   // Pairs numbered in the chunks' order, so that each chunk writes its own run of the
   // matrix's blocks: numbered as the springs, two chunks of a mesh whose vertices come in
   // any order wrote alternate blocks and shared their cache lines.
   plan.pair.assign(ns, -1);
   for (const int k : plan.by_node.order)
-    if (springs_[k].c[0].type == MASS || springs_[k].c[1].type == MASS) plan.pair[k] = plan.all++;
+    if (model_.springs[k].c[0].type == MASS || model_.springs[k].c[1].type == MASS) plan.pair[k] = plan.all++;
   return plan;
 }
 
@@ -320,13 +320,13 @@ template <int D>
 std::vector<char> System<D>::soft_springs() const {
   constexpr double kSoftSpringShare = 0.25;
   std::vector<double> stiffest(num_masses(), 0.0);
-  for (const Spring& s : springs_)
+  for (const Spring& s : model_.springs)
     for (const Connector& c : s.c)
       if (c.type == MASS) stiffest[c.nr] = std::max(stiffest[c.nr], s.stiffness);
   const SpringChunks& pairs = spring_chunks_;
   std::vector<char> soft(pairs.all, 0);
-  for (std::size_t k = 0; k < springs_.size(); ++k) {
-    const Spring& s = springs_[k];
+  for (std::size_t k = 0; k < model_.springs.size(); ++k) {
+    const Spring& s = model_.springs[k];
     if (pairs.pair[k] < 0) continue;  // between two fixes: not a pair
     bool weak = true;
     for (const Connector& c : s.c)
@@ -342,9 +342,9 @@ void System<D>::ensure_pattern() {
   // Length scale for the Newton tolerance: the mean element length, else the extent.
   double sum = 0;
   int count = 0;
-  for (const Spring& s : springs_)
+  for (const Spring& s : model_.springs)
     if (s.length > 0) sum += s.length, ++count;
-  for (const DistanceConstraint& c : constraints_) sum += c.length, ++count;
+  for (const DistanceConstraint& c : model_.constraints) sum += c.length, ++count;
   if (count > 0) {
     length_scale_ = sum / count;
   } else {
@@ -363,7 +363,7 @@ void System<D>::ensure_pattern() {
   // The side is that of the structure as built, so that a restored state (set_state) in
   // an identical system steps as the original did (test_core_state.py).
   constexpr double kErrorScaleDivisions = 40;
-  const double largest_side = num_masses() + num_fixes() > 1 ? (built_hi_ - built_lo_).maxCoeff() : 0.0;
+  const double largest_side = num_masses() + num_fixes() > 1 ? (model_.built_hi - model_.built_lo).maxCoeff() : 0.0;
   error_scale_ = std::max(length_scale_, largest_side / kErrorScaleDivisions);
   max_stiffness_ = std::max(max_spring_stiffness(), stencils_stiffness());
 
@@ -372,21 +372,21 @@ void System<D>::ensure_pattern() {
   ElementMatrix pattern;
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
-  VectorXd lam = VectorXd::Zero(static_cast<Eigen::Index>(constraints_.size()));
+  VectorXd lam = VectorXd::Zero(static_cast<Eigen::Index>(model_.constraints.size()));
   assemble(kin, lam, 1.0, 1.0, 1.0, nullptr, nullptr, &pattern);
   double max_mass = 0;
-  for (double m : mass_) max_mass = std::max(max_mass, m);
+  for (double m : model_.mass) max_mass = std::max(max_mass, m);
   // The constraint block of the scaled Newton matrix has the size of 1/mass.
   const double delta = 1e-8 / std::max(max_mass, 1e-300);
-  if (!constraints_.empty()) consistency_lin_.set_pattern(pattern, delta);
+  if (!model_.constraints.empty()) consistency_lin_.set_pattern(pattern, delta);
   lin_.set_pattern(pattern, delta);
   lin_.use_multigrid(0);
-  if (linear_solver_ == "multigrid" && !constraints_.empty())
+  if (linear_solver_ == "multigrid" && !model_.constraints.empty())
     throw InputError("linear_solver 'multigrid' cannot handle DistanceConstraints (rigid "
                      "rods); use 'auto' or 'direct'");
   split_work_ = num_masses() >= kSplitMinMasses;
   lin_.split_work(split_work_);
-  if (constraints_.empty() &&
+  if (model_.constraints.empty() &&
       (linear_solver_ == "multigrid" ||
        (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses())))
     lin_.use_multigrid(D, soft_springs());

@@ -80,21 +80,21 @@ void System<D>::consistent_acceleration(const VectorXd& q, const VectorXd& v, do
   // Solve [M G^T; G 0] [acc; lam] = [f(q, v); -|d'|^2 / L0]: the equations of motion and
   // the second time derivative of every constraint at this instant.
   const int nm = D * num_masses();
-  const auto nc = static_cast<Eigen::Index>(constraints_.size());
+  const auto nc = static_cast<Eigen::Index>(model_.constraints.size());
   const Kinematics kin = kinematics(q, v, path, t);
   VectorXd F, g;
   if (nc == 0) {
     forces(kin, VectorXd(), F, g);
     acc.resize(nm);
     for (int i = 0; i < num_masses(); ++i)
-      acc.template segment<D>(D * i) = F.template segment<D>(D * i) / mass_[i];
+      acc.template segment<D>(D * i) = F.template segment<D>(D * i) / model_.mass[i];
     lam.resize(0);
   } else {
     forces_and_matrix(kin, VectorXd::Zero(nc), 1.0, 0.0, 0.0, F, g, consistency_lin_);
     VectorXd rhs(num_unknowns()), x;
     rhs.head(nm) = F;
     for (Eigen::Index j = 0; j < nc; ++j) {
-      const auto& c = constraints_[j];
+      const auto& c = model_.constraints[j];
       const VecD dv = kin.vel(c.c[1]) - kin.vel(c.c[0]);
       rhs(nm + j) = -dv.squaredNorm() / c.length;
     }
@@ -138,7 +138,7 @@ void System<D>::make_consistent(const FixPath<D>& path, double h) {
 
 template <int D>
 bool System<D>::reproject_accelerations() const {
-  if (constraints_.empty()) return false;
+  if (model_.constraints.empty()) return false;
   // Newmark (rho_inf = 1) and generalized-alpha close to it, whose multipliers otherwise
   // grow on a double pendulum within seconds (test_undamped_alpha_stays_stable_on_long_
   // constrained_runs, test_double_pendulum_with_rho_one_keeps_energy_bounded_and_rods_rigid).
@@ -161,9 +161,9 @@ double System<D>::correction_error(const VectorXd& delta, double acc_tol, double
       double largest = 0;  // of the mass's components: one division per mass
       for (int k = 0; k < D; ++k) {
         const int r = D * i + k;
-        largest = std::max(largest, std::abs(mass_[i] * delta(r) + (rods.size() ? rods(r) : 0.0)));
+        largest = std::max(largest, std::abs(model_.mass[i] * delta(r) + (rods.size() ? rods(r) : 0.0)));
       }
-      err = std::max(err, largest / std::max(mass_[i] * acc_tol, round_off));
+      err = std::max(err, largest / std::max(model_.mass[i] * acc_tol, round_off));
     }
     return err;
   });
@@ -228,7 +228,7 @@ template <int D>
 typename System<D>::NewtonResidual System<D>::newton_residual(const VectorXd& F, const VectorXd& g, const VectorXd& acc,
                                                              double q_max, double acc_tol, double pos_tol, double bq,
                                                              VectorXd& rhs) const {
-  const int nm = D * num_masses(), nc = static_cast<int>(constraints_.size());
+  const int nm = D * num_masses(), nc = static_cast<int>(model_.constraints.size());
   // Residual; the constraint row is divided by bq so the Newton matrix
   // [M - bq dF/dq - bv dF/dv, G^T; G, 0] does not degenerate as h -> 0.
   // Round-off of the residual: of the element forces themselves, and of spring
@@ -244,12 +244,12 @@ typename System<D>::NewtonResidual System<D>::newton_residual(const VectorXd& F,
       double largest = 0, squares = 0;  // of the mass's components: one division per mass
       for (int k = 0; k < D; ++k) {
         const int r = D * i + k;
-        rhs(r) = F(r) - mass_[i] * acc(r);
+        rhs(r) = F(r) - model_.mass[i] * acc(r);
         largest = std::max(largest, std::abs(rhs(r)));
         squares += rhs(r) * rhs(r);
       }
-      found.max = std::max(found.max, largest / std::max(mass_[i] * acc_tol, round_off));
-      found.sum += squares / (mass_[i] * mass_[i]);
+      found.max = std::max(found.max, largest / std::max(model_.mass[i] * acc_tol, round_off));
+      found.sum += squares / (model_.mass[i] * model_.mass[i]);
     }
     return found;
   });
@@ -351,7 +351,7 @@ template <int D>
 bool System<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, const NewtonTolerances& tol,
                                double round_off) {
   const int nm = D * num_masses();
-  const int nc = static_cast<int>(constraints_.size());
+  const int nc = static_cast<int>(model_.constraints.size());
   const double last_correction_err = n.correction_err;
   n.correction_err = std::numeric_limits<double>::infinity();
   // Inexact Newton: the linear systems are solved to a relative residual of 1e-2. This
@@ -403,7 +403,7 @@ template <int D>
 bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
   const State<D>& s = state_;
   const int nm = D * num_masses();
-  const int nc = static_cast<int>(constraints_.size());
+  const int nc = static_cast<int>(model_.constraints.size());
   const IntegratorKind kind = step_kind(h, path);
   double acc_max;
   const NewmarkStep step = predict(h, kind, acc_max);
@@ -487,7 +487,7 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
   auto accel = [&](const VectorXd& q, const VectorXd& v, double t) {
     VectorXd F, g;
     forces(kinematics(q, v, path, t), no_lam, F, g);
-    for (int i = 0; i < num_masses(); ++i) F.template segment<D>(D * i) /= mass_[i];
+    for (int i = 0; i < num_masses(); ++i) F.template segment<D>(D * i) /= model_.mass[i];
     return F;
   };
   const State<D>& s = state_;
@@ -543,7 +543,7 @@ std::string System<D>::flat_rod_diagnosis(const VectorXd& q, const std::vector<V
   FixPath<D> at_rest;
   at_rest.start = at_rest.target = &fix_pos;
   const Kinematics kin = kinematics(q, q, at_rest, state_.time);
-  for (const DistanceConstraint& c : constraints_) {
+  for (const DistanceConstraint& c : model_.constraints) {
     const VecD d = kin.pos(c.c[1]) - kin.pos(c.c[0]);
     if (!(d.norm() > 0)) continue;
     const VecD n = d.normalized();
@@ -563,11 +563,11 @@ std::string System<D>::flat_rod_diagnosis(const VectorXd& q, const std::vector<V
   }
   if (flat.empty()) return {};
   // A system built from arrays names its vertices, as the caller (a mesh) numbers them.
-  const bool by_vertex = !vertices_.empty();
+  const bool by_vertex = !model_.vertices.empty();
   if (by_vertex) {
     std::vector<int> vertex_of(num_masses());
-    for (std::size_t v = 0; v < vertices_.size(); ++v)
-      if (vertices_[v].type == MASS) vertex_of[vertices_[v].nr] = static_cast<int>(v);
+    for (std::size_t v = 0; v < model_.vertices.size(); ++v)
+      if (model_.vertices[v].type == MASS) vertex_of[model_.vertices[v].nr] = static_cast<int>(v);
     for (int& i : flat) i = vertex_of[i];
     std::sort(flat.begin(), flat.end());
   }
@@ -587,7 +587,7 @@ std::string System<D>::flat_rod_diagnosis(const VectorXd& q, const std::vector<V
 
 template <int D>
 std::string System<D>::failure_cures(const std::string& usual) const {
-  if (constraints_.empty()) return usual;
+  if (model_.constraints.empty()) return usual;
   // A flat network that has since bent (a plate swinging on its pins) fails where its
   // creases fold through: named as it started (test_flat_rod_plate_names_the_cause).
   std::string flat = flat_rod_diagnosis(state_.q, state_.fix_pos, false);
@@ -630,7 +630,7 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
   predictor_.forget();  // a failed step starts its halves from q + h v, as the first step
   // A new step size re-excites the index-3 multiplier transient, which successive
   // halvings amplify (accelerations ~ 1/h^2): restart from consistent values instead.
-  if (!constraints_.empty() && !is_explicit(integrator)) make_consistent(path, 0.0);
+  if (!model_.constraints.empty() && !is_explicit(integrator)) make_consistent(path, 0.0);
   advance(0.5 * h, path, depth + 1);
   advance(0.5 * h, path, depth + 1);
 }
@@ -638,11 +638,11 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
 template <int D>
 IntegratorKind System<D>::step_kind(double h, const FixPath<D>& path) const {
   if constexpr (D == 3) {
-    if (colliders_.empty() || integrator == IntegratorKind::ImplicitEuler) return integrator;
+    if (model_.colliders.empty() || integrator == IntegratorKind::ImplicitEuler) return integrator;
     const double t1 = state_.time + h;
     for (int i = 0; i < num_masses(); ++i) {
       const Vec3 p = state_.q.template segment<3>(3 * i), v = state_.v.template segment<3>(3 * i);
-      if (colliders_.nearest(p, state_.time).touching || colliders_.nearest(p + h * v, t1).touching)
+      if (model_.colliders.nearest(p, state_.time).touching || model_.colliders.nearest(p + h * v, t1).touching)
         return IntegratorKind::ImplicitEuler;
     }
   }
@@ -654,9 +654,9 @@ bool System<D>::passes_through_collider(const VectorXd& q0, const VectorXd& q1, 
   if constexpr (D != 3) {
     return false;
   } else {
-    if (colliders_.empty()) return false;
+    if (model_.colliders.empty()) return false;
     for (int i = 0; i < num_masses(); ++i)
-      if (colliders_.crosses(q0.template segment<3>(3 * i), q1.template segment<3>(3 * i), t))
+      if (model_.colliders.crosses(q0.template segment<3>(3 * i), q1.template segment<3>(3 * i), t))
         return true;
     return false;
   }
@@ -666,7 +666,7 @@ template <int D>
 double System<D>::rms_acceleration(const VectorXd& forces) const {
   double sum = 0;
   for (int i = 0; i < num_masses(); ++i)
-    sum += forces.template segment<D>(D * i).squaredNorm() / (mass_[i] * mass_[i]);
+    sum += forces.template segment<D>(D * i).squaredNorm() / (model_.mass[i] * model_.mass[i]);
   return std::sqrt(sum / std::max(num_masses(), 1));
 }
 
@@ -754,13 +754,13 @@ bool System<D>::energy_kept(double energy_before, double energy, double energy_s
 template <int D>
 void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>& path) {
   // Energy can only be checked where the physics cannot add any: fixes at rest.
-  const bool check_energy = !path.moving && !colliders_.moving();
+  const bool check_energy = !path.moving && !model_.colliders.moving();
   // The energy at stake, independent of where the origin is: the weight times the
   // structure's size, plus the kinetic and spring energy it has now.
   double weight_energy = 0, gravity_potential = 0;
   for (int i = 0; i < num_masses(); ++i) {
-    weight_energy += mass_[i] * gravity.norm() * length_scale_;
-    gravity_potential -= mass_[i] * gravity.dot(pos(i));
+    weight_energy += model_.mass[i] * gravity.norm() * length_scale_;
+    gravity_potential -= model_.mass[i] * gravity.dot(pos(i));
   }
   const double energy_now = total_energy();
   const double energy_scale = weight_energy + std::abs(energy_now - gravity_potential);
@@ -817,7 +817,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     // repeated cuts amplify (accelerations ~ 1/h^2): restart from consistent values. An
     // accepted step's gentle change of size (at most 2x) keeps generalized-alpha's
     // auxiliary acceleration: restarting there loses energy every change.
-    if (!constraints_.empty()) {
+    if (!model_.constraints.empty()) {
       make_consistent(path, 0.0);
       if (check_energy) energy_at_state = total_energy();
     }
@@ -871,39 +871,39 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   if (!(std::isfinite(rho_inf) && rho_inf >= 0 && rho_inf <= 1))
     throw InputError("rho_inf must lie in [0, 1], got " + fmt(rho_inf));
   if (!(newton_tol > 0)) throw InputError("newton_tol must be positive");
-  if (is_explicit(integrator) && !constraints_.empty())
+  if (is_explicit(integrator) && !model_.constraints.empty())
     throw InputError(integrator_name(integrator) +
                      " cannot enforce DistanceConstraints (rigid rods); use "
                      "generalized_alpha, newmark or implicit_euler");
   if (num_masses() == 0) {
     state_.time += tend;
-    state_.fix_pos = fix_target_;
-    colliders_.end_call();
+    state_.fix_pos = model_.fix_target;
+    model_.colliders.end_call();
     return;
   }
   require_rods_fit_positions();
   ensure_pattern();
-  colliders_.begin_call(state_.time, tend);
+  model_.colliders.begin_call(state_.time, tend);
   // However the call ends, the colliders stay where the state's time has them.
   struct CollidersGuard {
     Colliders& colliders;
     const double& time;
     ~CollidersGuard() { colliders.stop_at(time); }
-  } colliders_guard{colliders_, state_.time};
+  } colliders_guard{model_.colliders, state_.time};
   const std::vector<VecD> start = state_.fix_pos;
   FixPath<D> path;
   path.t0 = state_.time;
   path.duration = tend;
   path.start = &start;
-  path.target = &fix_target_;
+  path.target = &model_.fix_target;
   path.moving = false;
-  for (int k = 0; k < num_fixes(); ++k) path.moving |= (start[k] != fix_target_[k]);
+  for (int k = 0; k < num_fixes(); ++k) path.moving |= (start[k] != model_.fix_target[k]);
   if (!is_explicit(integrator) && !state_.consistent) make_consistent(path, tend / steps);
 
   // A moving collider moves at most half its thickness in a step, so that it cannot pass
   // a mass within one (test_fast_collider_does_not_pass_a_resting_mass).
-  if (colliders_.moving() && colliders_.thinnest() > 0) {
-    const double needed = std::ceil(colliders_.largest_move() / (0.5 * colliders_.thinnest()));
+  if (model_.colliders.moving() && model_.colliders.thinnest() > 0) {
+    const double needed = std::ceil(model_.colliders.largest_move() / (0.5 * model_.colliders.thinnest()));
     steps = static_cast<int>(std::min(std::max(needed, static_cast<double>(steps)), 1e4));
   }
   const double h = tend / steps;
@@ -916,8 +916,8 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
       ++total_steps;
     }
   }
-  state_.fix_pos = fix_target_;
-  colliders_.end_call();
+  state_.fix_pos = model_.fix_target;
+  model_.colliders.end_call();
 }
 
 // The members defined in this file; the class is instantiated in system.cpp.
