@@ -30,6 +30,7 @@
 #include "contact/contact.hpp"
 #include "forces/stencils.hpp"
 #include "time/integrators.hpp"
+#include "time/newton.hpp"
 #include "model/model.hpp"
 #include "parallel/chunk_sums.hpp"
 #include "linear_solver/krylov.hpp"
@@ -38,51 +39,6 @@
 #include "model/system_model.hpp"
 
 namespace ms {
-
-// Newton's error as an acceleration, RMS over the masses of |a_i|, estimated the way
-// SUNDIALS IDA estimates it: from the size of the last correction and the rate at which
-// Newton contracts, rate / (1 - rate) * |last correction|. The rate is the ratio of the
-// last two corrections; after the first correction, the ratio of the residuals (R / m)
-// before and after it.
-struct NewtonErrorTest {
-  void add_residual(double rms_acceleration);
-  void add_correction(double size);
-  double error_estimate() const;  // infinite while it cannot tell
-
- private:
-  double residual = -1, residual_rate = -1;
-  double correction = -1, correction_rate = -1;
-};
-
-// Newton's starting acceleration for a step: of three guesses, the one whose residual
-// would have been smallest at a recent step. The acceleration that puts the masses at
-// q + h v suits stiff springs ringing at the step rate, whose accelerations flip sign
-// every step; the last acceleration, and its linear extrapolation, suit smooth motion,
-// where they start Newton an order closer (test_core_newton.py,
-// test_the_predictor_follows_smooth_motion). The residuals cost a product with the Newton
-// matrix each: they are reviewed every kReviewInterval steps, and after a step that took
-// more corrections than the one before. A smooth guess is taken only if it starts Newton
-// kMargin times closer: on a folding sheet one a few times closer costs more iterations
-// (its springs start further from their linearization) and steps (docs/performance.md).
-struct NewtonPredictor {
-  enum Guess { Inertial, Last, Extrapolated, kGuesses };
-  static constexpr int kReviewInterval = 8;
-  static constexpr double kMargin = 10.0;
-  Guess choice = Inertial;
-  VectorXd previous_acc;     // the acceleration at the start of the last step
-  double previous_h = 0.0;   // the last step's size; 0: nothing to extrapolate from
-  int steps_to_review = 0, last_corrections = 0;
-  void forget() { *this = NewtonPredictor(); }
-  // Guess k for a step of size h from acceleration `acc`; inertial() makes the first. Made
-  // when needed: the chosen one at every step, the others at a review only.
-  VectorXd guess(Guess k, const VectorXd& acc, double h, const std::function<VectorXd()>& inertial) const;
-  // After a step from `acc` of size h that Newton solved with `solution` in `corrections`
-  // corrections; residual_of(e): the size of the residual a guess that missed by e would
-  // have started Newton with.
-  void learn(const std::function<VectorXd(Guess)>& guess, const VectorXd& acc,
-             const VectorXd& solution, double h, int corrections,
-             const std::function<double(const VectorXd&)>& residual_of);
-};
 
 template <int D>
 class System {
@@ -341,18 +297,11 @@ class System {
   NewtonResidual newton_residual(const VectorXd& F, const VectorXd& g, const VectorXd& acc, double q_max,
                                  double acc_tol, double pos_tol, double bq, VectorXd& rhs) const;
   bool implicit_step(double h, const FixPath<D>& path, std::string& why);
-  // The pieces of implicit_step's Newton iteration (time/integrators.cpp): its
-  // tolerances, its state from one iteration to the next, the test whether it may stop,
-  // the acceptance of the step, and one correction.
-  struct NewtonTolerances {
-    double pos = 0, acc = 0, close_enough = 0;
-  };
-  NewtonTolerances newton_tolerances(const NewmarkStep& step, double acc_max) const;
+  // The pieces of implicit_step's Newton iteration (time/integrators.cpp; the pure ones in
+  // time/newton.hpp): its settings, its state from one iteration to the next, the
+  // acceptance of the step, and one correction.
+  NewtonSettings newton_settings() const;
   struct NewtonIteration;
-  // Whether Newton may stop at iteration `it` with these errors; `early`: it stops on its
-  // error estimate (error control) rather than on the residual.
-  bool newton_may_stop(const NewtonIteration& n, int it, double err, double constraint_err,
-                       const NewtonTolerances& tol, bool& early) const;
   // Commits the step Newton solved in `it` iterations (false, with `why`, if a mass would
   // pass through a collider).
   bool accept_step(const NewtonIteration& n, const NewmarkStep& step, double h, IntegratorKind kind, int it,
@@ -388,18 +337,10 @@ class System {
   IntegratorKind step_kind(double h, const FixPath<D>& path) const;
   // RMS over the masses of |v_i| / m_i for a vector of forces v (per-mass acceleration).
   double rms_acceleration(const VectorXd& forces) const;
-  // Whether the step just taken, from energy_before to `energy`, kept the energy from
-  // growing by more than the tolerance allows (the physics cannot add energy when no fix
-  // moves).
-  bool energy_kept(double energy_before, double energy, double energy_scale) const;
   // The energy a run under error control may not climb above: its energy when error
   // control started or the fixes last moved (NaN: not set yet).
   double energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
   VecD ceiling_gravity_ = VecD::Zero();  // the gravity the ceiling was measured under
-  double newton_tolerance() const;
-  // Newton under error control stops once its position error is this share of the local
-  // error the step may make: the share SUNDIALS IDA uses (0.33).
-  static constexpr double kNewtonShareOfTolerance = 0.33;
   NewtonPredictor predictor_;
   bool stopped_early_ = false;  // the last step's Newton stopped at the position estimate
   bool strict_newton_ = false;  // retry of a rejected step: Newton to the force tolerance

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mass_spring._core import step_size
+from mass_spring._core import step as step_size
 
 
 def test_the_last_step_lands_on_the_end_and_no_sliver_is_left():

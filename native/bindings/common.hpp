@@ -74,6 +74,7 @@ template <int D>
 void bind_colliders(SystemClass<D>& cls);  // colliders.cpp
 void bind_collider_queries(py::module_& m);  // colliders.cpp, for tests
 void bind_laws(py::module_& m);  // laws.cpp: the force laws alone, for tests
+void bind_step(py::module_& m);  // step.cpp: the pure pieces of a time step, for tests
 void bind_parallel(py::module_& m);  // module.cpp: the workers
 
 }  // namespace ms::bindings

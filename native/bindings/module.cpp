@@ -101,12 +101,8 @@ PYBIND11_MODULE(_core, m) {
   m.attr("INTEGRATOR_TABLE") = integrator_table();
   py::module_ laws = m.def_submodule("laws");
   bind_laws(laws);
-  py::module_ step_size = m.def_submodule("step_size", "Error control's step-size rules alone, for tests.");
-  step_size.def("within", &step_within, py::arg("h"), py::arg("left"));
-  step_size.def("after_accepted", &step_after_accepted, py::arg("err"), py::arg("h"), py::arg("proposal"),
-                py::arg("h_max"));
-  step_size.def("after_rejected", &step_after_rejected, py::arg("h"), py::arg("measured"), py::arg("err"));
-
+  py::module_ step = m.def_submodule("step");
+  bind_step(step);
 
   bind_elements(m);
   bind_collider_queries(m);

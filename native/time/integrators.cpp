@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "time/integrators.hpp"
+#include "time/newmark.hpp"
+#include "time/newton.hpp"
 #include "system.hpp"
 
 namespace ms {
@@ -51,18 +53,6 @@ double step_after_rejected(double h, bool measured, double err) {
 }
 
 namespace {
-
-// Generalized-alpha in the Chung-Hulbert / Arnold-Bruls form: equilibrium at t_{n+1},
-// (1 - am) aux_{n+1} + am aux_n = (1 - af) acc_{n+1} + af acc_n.
-struct AlphaParameters {
-  double am, af, beta, gamma;
-  static AlphaParameters generalized(double rho) {
-    const double am = (2 * rho - 1) / (rho + 1), af = rho / (rho + 1);
-    const double gamma = 0.5 - am + af;
-    return {am, af, 0.25 * (gamma + 0.5) * (gamma + 0.5), gamma};
-  }
-  static AlphaParameters newmark() { return {0.0, 0.0, 0.25, 0.5}; }
-};
 
 std::string fmt(double x) {
   std::ostringstream s;
@@ -173,36 +163,14 @@ template <int D>
 NewmarkStep System<D>::predict(double h, IntegratorKind kind, double& acc_max) const {
   const State<D>& s = state_;
   const int nm = D * num_masses();
-  NewmarkStep step;
-  acc_max = -1;
-  if (kind == IntegratorKind::ImplicitEuler) {
-    step.q_pred = s.q + h * s.v;
-    step.v_pred = s.v;
-    step.w = VectorXd::Zero(nm);
-    step.bq = h * h;
-    step.bv = h;
-    step.c = 1.0;
-  } else {
-    const AlphaParameters p = kind == IntegratorKind::Newmark
-                                  ? AlphaParameters::newmark()
-                                  : AlphaParameters::generalized(rho_inf);
-    step.c = (1 - p.af) / (1 - p.am);
-    step.w.resize(nm);
-    step.q_pred.resize(nm);
-    step.v_pred.resize(nm);
-    acc_max = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {  // the largest |acc| in the same pass
-      const auto acc = s.acc.segment(at, size), aux = s.aux.segment(at, size);
-      auto w = step.w.segment(at, size);
-      w = (p.af * acc - p.am * aux) / (1 - p.am);
-      step.q_pred.segment(at, size) = s.q.segment(at, size) + h * s.v.segment(at, size) +
-                                      (h * h * (0.5 - p.beta)) * aux + (h * h * p.beta) * w;
-      step.v_pred.segment(at, size) = s.v.segment(at, size) + (h * (1 - p.gamma)) * aux + (h * p.gamma) * w;
-      return size > 0 ? acc.cwiseAbs().maxCoeff() : 0.0;
-    });
-    step.bq = h * h * p.beta * step.c;
-    step.bv = h * p.gamma * step.c;
-  }
-  if (acc_max < 0) acc_max = s.acc.size() ? s.acc.cwiseAbs().maxCoeff() : 0.0;
+  NewmarkStep step = newmark_coefficients(kind, rho_inf, h);
+  step.q_pred.resize(nm);
+  step.v_pred.resize(nm);
+  step.w.resize(nm);
+  acc_max = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {  // the largest |acc| in the same pass
+    newmark_predict_rows(kind, rho_inf, h, s.q, s.v, s.acc, s.aux, at, size, step);
+    return size > 0 ? s.acc.segment(at, size).cwiseAbs().maxCoeff() : 0.0;
+  });
   return step;
 }
 
@@ -279,48 +247,9 @@ struct System<D>::NewtonIteration {
   std::function<VectorXd(NewtonPredictor::Guess)> guess;
 };
 
-// Convergence is measured in two units. Positions: every constraint and the position
-// correction a force residual implies (bq R / m) within newton_tol * length scale.
-// Accelerations: R / m within 1000 newton_tol * a_ref (1e-7 of the largest acceleration
-// by default), so that force errors do not pile up in the velocities over many small
-// steps. Round-off bounds both from below. In stiff springs the size of the Newton
-// correction stands in for the force residual (newton_may_stop).
 template <int D>
-typename System<D>::NewtonTolerances System<D>::newton_tolerances(const NewmarkStep& step, double acc_max) const {
-  NewtonTolerances tol;
-  tol.pos = newton_tol * length_scale_;  // rods: as tight as without control
-  const double a_ref = std::max({gravity.norm(), acc_max, 1e-3 * length_scale_});
-  tol.acc = 1e3 * newton_tolerance() * std::min(a_ref, length_scale_ / step.bq);
-  tol.close_enough = std::min(tol.acc, kNewtonShareOfTolerance * tolerance * error_scale_ / step.bq);
-  return tol;
-}
-
-template <int D>
-bool System<D>::newton_may_stop(const NewtonIteration& n, int it, double err, double constraint_err,
-                                const NewtonTolerances& tol, bool& early) const {
-  // The force residual overstates the error in stiff springs: there a force residual R
-  // is an acceleration error of only R / (m + bq k), and bq k / m grows with mesh
-  // refinement, so that on fine meshes the residual alone would keep Newton iterating
-  // down to round-off. So the step is also accepted when the last full Newton
-  // correction, which is the size of the previous iterate's error, was within the force
-  // tolerance as m da + G^T dlam, and the residual went down since: the current iterate
-  // is closer still (test_fine_sheet_velocities_stay_within_the_acceleration_tolerance).
-  const bool small_correction = n.correction_err <= 1.0 && err < n.err_prev;
-  // Under error control every step takes at least one Newton correction: the looser
-  // force tolerance would otherwise accept an unchanged state whose forces are slightly
-  // out of balance, and a structure at rest would stick short of its equilibrium
-  // (tests/test_examples.py, test_hanging_chain_static_extensions).
-  const bool may_stop = it > 0 || tolerance == 0;
-  // Under error control Newton also stops when its own error, estimated from its rate
-  // (NewtonErrorTest), is within the acceleration tolerance as an RMS and, as a position
-  // error bq da, a fraction of the local error the step may make anyway. Both: an
-  // acceleration error acts like a force bias whose position error grows with the square
-  // of time (tests/test_addon_bake.py, test_rope_edges_go_slack), and the position
-  // share keeps it below the step's own error.
-  const bool close_enough = tolerance > 0 && !strict_newton_ && constraint_err <= 1.0 &&
-                            n.error_test.error_estimate() <= tol.close_enough;
-  early = close_enough && !(err <= 1.0);
-  return may_stop && (err <= 1.0 || close_enough || (constraint_err <= 1.0 && small_correction));
+NewtonSettings System<D>::newton_settings() const {
+  return {newton_tol, tolerance, length_scale_, error_scale_};
 }
 
 template <int D>
@@ -408,7 +337,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   double acc_max;
   const NewmarkStep step = predict(h, kind, acc_max);
   const double t1 = s.time + h;
-  const NewtonTolerances tol = newton_tolerances(step, acc_max);
+  const NewtonTolerances tol = newton_tolerances(newton_settings(), gravity.norm(), acc_max, step.bq);
   NewtonIteration n;
   // Initial guess: see NewtonPredictor. The last acceleration alone is far off in stiff
   // springs: bq times its error is a position error of hundreds of amplitudes, where the
@@ -452,9 +381,10 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
       why = "the forces became NaN or Inf";
       return false;
     }
-    bool early = false;
-    if (newton_may_stop(n, it, err, residual.constraint_err, tol, early))
-      return accept_step(n, step, h, kind, it, path, early, why);
+    const NewtonProgress progress{it, err, residual.constraint_err, n.err_prev, n.correction_err,
+                                  n.error_test.error_estimate()};
+    const NewtonStop stop = newton_may_stop(progress, tol, tolerance > 0, strict_newton_);
+    if (stop.stop) return accept_step(n, step, h, kind, it, path, stop.early, why);
     if (it == max_newton_iterations) break;
     if (!matrix_assembled) forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
     if (newton_matrix == NewtonMatrix::OnDemand && err > n.err_prev && !definite_newton_) {
@@ -670,85 +600,13 @@ double System<D>::rms_acceleration(const VectorXd& forces) const {
   return std::sqrt(sum / std::max(num_masses(), 1));
 }
 
-void NewtonErrorTest::add_residual(double rms_acceleration) {
-  if (residual > 0) residual_rate = rms_acceleration / residual;
-  residual = rms_acceleration;
-}
-
-void NewtonErrorTest::add_correction(double size) {
-  if (correction > 0) correction_rate = size / correction;
-  correction = size;
-}
-
-double NewtonErrorTest::error_estimate() const {
-  if (correction == 0) return 0.0;
-  const double rate = correction_rate >= 0 ? correction_rate : residual_rate;
-  if (correction < 0 || rate < 0 || rate >= 1) return std::numeric_limits<double>::infinity();
-  return rate / (1 - rate) * correction;
-}
-
-VectorXd NewtonPredictor::guess(Guess k, const VectorXd& acc, double h,
-                                const std::function<VectorXd()>& inertial) const {
-  if (k == Inertial) return inertial();
-  const bool known = previous_h > 0 && previous_acc.size() == acc.size();
-  if (k == Extrapolated && known) return acc + (h / previous_h) * (acc - previous_acc);
-  return acc;
-}
-
-void NewtonPredictor::learn(const std::function<VectorXd(Guess)>& guess, const VectorXd& acc,
-                            const VectorXd& solution, double h, int corrections,
-                            const std::function<double(const VectorXd&)>& residual_of) {
-  const bool worse = corrections > last_corrections;
-  last_corrections = corrections;
-  if (--steps_to_review <= 0 || worse) {  // the guesses read the last step's acc and h
-    steps_to_review = kReviewInterval;
-    double smallest = std::numeric_limits<double>::infinity();
-    for (int k = 0; k < kGuesses; ++k) {
-      const double residual = residual_of(guess(static_cast<Guess>(k)) - solution) * (k == Inertial ? 1.0 : kMargin);
-      if (residual < smallest) {  // ties keep the earlier guess
-        smallest = residual;
-        choice = static_cast<Guess>(k);
-      }
-    }
-  }
-  previous_acc = acc;
-  previous_h = h;
-}
-
-template <int D>
-double System<D>::newton_tolerance() const {
-  // Under error control the force residual only needs to stay below what the step's own
-  // error shows. The acceleration criterion below admits a relative error of
-  // 1e3 newton_tol, which integrates into velocities like a force bias: at 1e-3 of the
-  // tolerance (1 % at the add-on's 0.01) a mass falling free stays within 1 mm over 4
-  // frames (tests/test_addon_bake.py, test_rope_edges_go_slack); 1e-2 misses it. Rods
-  // keep newton_tol.
-  return tolerance > 0 ? std::max(newton_tol, 1e-3 * tolerance) : newton_tol;
-}
-
 template <int D>
 double System<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc1,
                                        double h, IntegratorKind kind) const {
-  double coefficient = 0.5;  // implicit Euler: against the trapezoidal rule
-  if (kind == IntegratorKind::Newmark) coefficient = 0.25 - 1.0 / 6.0;
-  if (kind == IntegratorKind::GeneralizedAlpha)
-    coefficient = AlphaParameters::generalized(rho_inf).beta - 1.0 / 6.0;
   const Eigen::Index n = acc1.size();
   if (n == 0) return 0.0;
   const double rms = (acc1 - acc0).norm() / std::sqrt(static_cast<double>(n));
-  return std::abs(coefficient) * h * h * rms;
-}
-
-template <int D>
-bool System<D>::energy_kept(double energy_before, double energy, double energy_scale) const {
-  // A step may raise the energy a little (the integrator's own oscillation around the
-  // exact value), but the run never climbs more than 1 % of the energy at stake above
-  // where it started (tests/test_core_error_control.py: the rope and the folding sheet).
-  // A step that raises it by no more than round-off is always kept, so that short enough
-  // steps pass even at the ceiling.
-  if (energy <= energy_before + 1e-12 * energy_scale) return true;
-  return energy <= energy_before + tolerance * energy_scale &&
-         energy <= energy_ceiling_ + 0.01 * energy_scale;
+  return local_error_coefficient(kind, rho_inf) * h * h * rms;
 }
 
 template <int D>
@@ -790,7 +648,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
     const double err = solved ? last_local_error / (tolerance * error_scale_)
                               : std::numeric_limits<double>::infinity();
     const double energy_after = solved && check_energy ? total_energy() : 0.0;
-    const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_after, energy_scale);
+    const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_after, energy_scale, tolerance, energy_ceiling_);
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
       require_bounded_positions();
       ++total_steps;
