@@ -360,7 +360,7 @@ double System<D>::potential_energy() const {
                                [&](long first, long last) { return springs_energy(first, last); });
   e += stencils_energy(kin);
   if (!model_.colliders.empty())
-    for (const Touch& touch : touches(kin)) e += touch.force.energy;
+    for (const ContactForce& f : touches(kin).force) e += f.energy;
   return e;
 }
 
@@ -380,23 +380,30 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
 
 template <int D>
 ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite,
-                                ContactState* state) const {
+                                std::vector<ContactState>* states) const {
   if constexpr (D != 3) {
     return {};
   } else {
-    if (model_.colliders.empty()) return {};
+    ContactForce sum;
+    if (model_.colliders.empty()) return sum;
     const Vec3 p = kin.q->template segment<3>(3 * i), v = kin.v->template segment<3>(3 * i);
-    ContactPoint c = model_.colliders.nearest(p, kin.t, v);
-    // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
-    // it leaves out that of compressed springs (and see contact_force).
-    if (definite) c.curvature.setZero();
-    if (!c.touching) return {};
-    if (state)
-      *state = {i, c.normal, c.surface_velocity, c.thickness - c.distance,
-                contact_ramp(c.thickness), c.friction > 0};
     const double g_ref = contact_gravity();
-    const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i]);
-    return contact_force(c, model_.mass[i], k, v, g_ref, definite);
+    model_.colliders.contacts(p, kin.t, v, [&](const ContactPoint& point) {
+      ContactPoint c = point;
+      // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
+      // it leaves out that of compressed springs (and see contact_force).
+      if (definite) c.curvature.setZero();
+      if (states)
+        states->push_back({i, c.normal, c.surface_velocity, c.thickness - c.distance, contact_ramp(c.thickness),
+                           c.friction > 0});
+      const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i]);
+      const ContactForce f = contact_force(c, model_.mass[i], k, v, g_ref, definite);
+      sum.f += f.f;
+      sum.A += f.A;
+      sum.B += f.B;
+      sum.energy += f.energy;
+    });
+    return sum;
   }
 }
 

@@ -360,17 +360,19 @@ class System {
   void each_stencil(const Kinematics& kin, const F& f) const;
   double max_spring_stiffness() const;
   double stencils_stiffness() const;
-  // Contact of mass i at this instant (none in 2-D or without colliders).
-  // `state`, if given, receives where it touches (mass -1: nowhere).
+  // Contact of mass i at this instant (none in 2-D or without colliders): the sum over
+  // the points where it touches (Colliders::contacts). `states`, if given, receives them.
   ContactForce contact(const Kinematics& kin, int i, bool definite,
-                       ContactState* state = nullptr) const;
-  // Every mass touching a collider, in mass order, with its contact force (the masses in
-  // chunks at once on big systems: the nearest-point searches dominate contact).
-  struct Touch {
-    ContactState where;
-    ContactForce force;
+                       std::vector<ContactState>* states = nullptr) const;
+  // Every mass touching a collider, in mass order, with its contact force, and every
+  // point where they touch (the masses in chunks at once on big systems: the
+  // nearest-point searches dominate contact).
+  struct Touches {
+    std::vector<int> mass;
+    std::vector<ContactForce> force;
+    std::vector<ContactState> where;
   };
-  std::vector<Touch> touches(const Kinematics& kin) const;
+  Touches touches(const Kinematics& kin) const;
   // The masses touching a collider at the last assembly of Newton's matrix (for
   // limit_contact_corrections); written by forces_and_matrix only.
   std::vector<ContactState> contacts_;

@@ -69,8 +69,8 @@ def test_box_tree_finds_what_brute_force_finds(seed):
     thickness = 0.05
     points = rng.random((2000, 3)) * 1.2 - 0.1
     ends = points + 0.15 * rng.standard_normal((2000, 3))
-    distance, normal, crosses = ms._core._collider_queries(vertices, triangles, thickness,
-                                                           points, ends)
+    distance, normal, crosses, _ = ms._core._collider_queries(vertices, triangles, thickness,
+                                                              points, ends)
     a, b, c = corners[:, 0], corners[:, 1], corners[:, 2]
     exact = closest_distances(points, a, b, c).min(axis=1)
     near = exact < thickness
@@ -92,3 +92,54 @@ def test_collider_queries_check_their_input():
     with pytest.raises(ValueError, match="shape"):
         ms._core._collider_queries(np.zeros((3, 3)), [[0, 1, 2]], 0.1, np.zeros((2, 3)),
                                    np.zeros((3, 3)))
+
+
+def _contacts(vertices, triangles, points, thickness=0.1):
+    points = np.asarray(points, float)
+    return ms._core._collider_queries(np.asarray(vertices, float), triangles, thickness, points, points)[3]
+
+
+SQUARE_V = [[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]]
+SQUARE_T = [[0, 1, 2], [0, 2, 3]]
+# The same square with each triangle's own vertices: a mesh split along its diagonal.
+SPLIT_V = [[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, -1, 0], [1, 1, 0], [-1, 1, 0]]
+SPLIT_T = [[0, 1, 2], [3, 4, 5]]
+
+
+@pytest.mark.parametrize("vertices, triangles", [(SQUARE_V, SQUARE_T), (SPLIT_V, SPLIT_T)])
+def test_a_plane_is_touched_once_even_over_its_diagonal(vertices, triangles):
+    # Over the diagonal each triangle's nearest point is on it: one contact, not two; beside
+    # it one triangle's nearest point is inside it, the other's on the diagonal: one.
+    points = [[0.2, 0.3, 0.05], [0.0, 0.0, 0.05], [0.01, 0.0, 0.05], [1.0, 1.0, 0.05], [1.05, 0.0, 0.05],
+              [0.3, 0.3, -0.05]]
+    np.testing.assert_array_equal(_contacts(vertices, triangles, points), [1] * len(points))
+    assert _contacts(vertices, triangles, [[0.2, 0.3, 0.2]])[0] == 0  # beyond the thickness
+
+
+def test_a_concave_crease_is_touched_on_both_faces_and_a_convex_edge_once():
+    # A V trough: two planes through the x axis rising at 30 degrees.
+    c, s = np.cos(np.radians(30)), np.sin(np.radians(30))
+    v = [[-1, 0, 0], [1, 0, 0], [1, c, s], [-1, c, s], [1, -c, s], [-1, -c, s]]
+    t = [[0, 1, 2], [0, 2, 3], [1, 0, 5], [1, 5, 4]]
+    inside, outside = [0.1, 0.0, 0.08], [0.1, 0.0, -0.08]
+    np.testing.assert_array_equal(_contacts(v, t, [inside, outside]), [2, 1])
+
+
+def test_inside_a_box_its_corner_is_three_faces_and_outside_one_point():
+    corners = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], float)
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tris = [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
+    np.testing.assert_array_equal(_contacts(corners, tris, [[0.05, 0.05, 0.05], [-0.05, -0.05, -0.05],
+                                                            [0.5, -0.05, -0.05], [0.5, 0.5, -0.05]]),
+                                  [3, 1, 1, 1])
+
+
+def test_a_segment_along_a_seam_crosses_the_surface():
+    # A segment through the edge two triangles share meets each only up to round-off; it
+    # must still cross (a mass falling along a sphere's seam passed through it).
+    v = np.array([[0, 0, 0], [1, 0, 0.3], [0, 1, 0.1], [1, 1, 0.2]], float) * 0.7 + 0.1
+    t = [[0, 1, 3], [0, 3, 2]]
+    for s in np.linspace(0.05, 0.95, 40):  # points on the shared edge 0-3
+        on_edge = v[0] + s * (v[3] - v[0])
+        start, end = on_edge + [0, 0, 0.3], on_edge - [0, 0, 0.3]
+        assert ms._core._collider_queries(v, t, 0.01, start[None], end[None])[2][0]

@@ -331,3 +331,70 @@ def test_degenerate_triangles_are_skipped():
     verts = np.vstack([PLANE_V, [[0, 0, 0], [1, 1, 0]]])
     mss.set_colliders(verts, [[0, 1, 2], [0, 2, 3], [4, 4, 5]], 0.02)
     assert mss.num_collider_triangles == 2
+
+
+# Concave colliders: a mass touches every face it is within the thickness of
+# (Colliders::contacts). With only the nearest face, the force flipped between two faces'
+# normals in a crease: a mass in a sphere took 1.6 million steps for one frame, or failed
+# at the smallest step size, and one falling along the sphere's seam passed through it.
+def _settles_at_rest(mss, seconds=2.0):
+    for _ in range(round(24 * seconds)):
+        mss.simulate(1 / 24, 1)
+    assert mss.stats["steps"] < 100 * seconds  # about two steps a frame, not millions
+    speeds = np.linalg.norm(mss.velocities, axis=1)
+    assert speeds.max() < 1e-3
+    # At rest, the colliders carry the weight.
+    weight = sum(m.mass for m in mss.masses) * np.asarray(mss.gravity)
+    np.testing.assert_allclose(mss.contact_forces().sum(axis=0), -weight, rtol=0, atol=1e-3 * np.linalg.norm(weight))
+
+
+@pytest.mark.parametrize("mu", [0.05, 0.5])
+@pytest.mark.parametrize("start", [(0, 0, 0), (0.3, 0.2, 0), (0.5, 0, 0.3), (0, 0, 0.9), (-0.2, 0.6, -0.5)])
+def test_mass_inside_a_sphere_stays_inside_and_comes_to_rest(start, mu):
+    thickness = 0.02
+    vertices, triangles = sphere(1.0, 32, 16)
+    mss = one_mass(start, m=0.04)
+    mss.set_colliders(vertices, triangles, thickness, mu)
+    _settles_at_rest(mss, seconds=6.0)
+    p = np.asarray(mss.masses[0].pos)
+    assert np.linalg.norm(p) < 1 - 0.5 * thickness  # inside, at its thickness from the wall
+    # Friction holds it where the wall is no steeper than atan(mu), give or take the tilt of
+    # the sphere's faces (half a ring, 5.6 degrees): mu = 0.05 slides into the pole, where
+    # 32 faces meet. (Not mu = 0.1 or 0.3: faces slope at 5.6 and 16.9 degrees, where the
+    # smoothed friction lets a mass creep.)
+    assert math.degrees(math.acos(-p[2] / np.linalg.norm(p))) < math.degrees(math.atan(mu)) + 5.7
+
+
+@pytest.mark.parametrize("start", [(0, 0.3, 0.5), (0.2, -0.5, 0.6), (0, 0, 0.3), (0.1, 1e-3, 0.5)])
+def test_mass_onto_a_v_crease_slides_to_its_bottom(start):
+    # Two planes rising at 30 degrees from the x axis, without friction: the mass ends on
+    # the crease, at its thickness from both faces.
+    thickness, angle = 0.02, math.radians(30)
+    y, z = 2 * math.cos(angle), 2 * math.sin(angle)
+    vertices = np.array([[-2, 0, 0], [2, 0, 0], [2, y, z], [-2, y, z], [2, -y, z], [-2, -y, z]], float)
+    triangles = np.array([[0, 1, 2], [0, 2, 3], [1, 0, 5], [1, 5, 4]])
+    mss = one_mass(start, m=0.04)
+    mss.set_colliders(vertices, triangles, thickness, 0.0)
+    for _ in range(72):
+        mss.simulate(1 / 24, 1)
+    assert mss.stats["steps"] < 400
+    x, y_end, z_end = mss.masses[0].pos
+    assert x == pytest.approx(start[0], abs=1e-9)  # nothing pushes along the crease
+    assert abs(y_end) < 1e-3 * thickness
+    assert z_end == pytest.approx(thickness / math.cos(angle), abs=1e-3 * thickness)
+
+
+@pytest.mark.parametrize("n", [5, 9])
+def test_small_cloth_inside_a_sphere_comes_to_rest_inside(n):
+    thickness = 0.02
+    vertices, triangles = sphere(1.0, 32, 16)
+    xs = np.linspace(-0.3, 0.3, n)
+    positions = np.array([[x, y, 0.0] for y in xs for x in xs])
+    edges = [(j * n + i, j * n + i + 1) for j in range(n) for i in range(n - 1)]
+    edges += [(j * n + i, (j + 1) * n + i) for j in range(n - 1) for i in range(n)]
+    mss = ms.MassSpringSystem3d.from_arrays(positions, 0.04, springs=np.array(edges), stiffness=200.0,
+                                            damping=0.1, gravity=(0, 0, -G))
+    mss.tolerance = 0.01
+    mss.set_colliders(vertices, triangles, thickness, 0.3)
+    _settles_at_rest(mss, seconds=3.0)
+    assert np.linalg.norm(mss.positions, axis=1).max() < 1 - 0.5 * thickness

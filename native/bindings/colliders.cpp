@@ -53,6 +53,7 @@ py::tuple collider_queries(const Arr& vertices, const IdxArr& triangles, double 
   const py::ssize_t n = points.shape(0);
   py::array_t<double> distance(n), normal({n, static_cast<py::ssize_t>(3)});
   py::array_t<bool> crosses(n);
+  py::array_t<int> contacts(n);
   const Colliders& colliders = holder.colliders();
   for (py::ssize_t k = 0; k < n; ++k) {
     const Vec3 p(points.at(k, 0), points.at(k, 1), points.at(k, 2));
@@ -61,8 +62,11 @@ py::tuple collider_queries(const Arr& vertices, const IdxArr& triangles, double 
     distance.mutable_at(k) = c.touching ? c.distance : std::numeric_limits<double>::infinity();
     for (int j = 0; j < 3; ++j) normal.mutable_at(k, j) = c.normal(j);
     crosses.mutable_at(k) = colliders.crosses(p, e, 0.0);
+    int touched = 0;
+    colliders.contacts(p, 0.0, Vec3::Zero(), [&](const ContactPoint&) { ++touched; });
+    contacts.mutable_at(k) = touched;
   }
-  return py::make_tuple(distance, normal, crosses);
+  return py::make_tuple(distance, normal, crosses, contacts);
 }
 
 }  // namespace
@@ -97,7 +101,8 @@ void bind_collider_queries(py::module_& m) {
         py::arg("thickness"), py::arg("points"), py::arg("ends"),
         "For tests of the colliders' box tree against brute force: for each point, the "
         "distance to the nearest collider triangle within the thickness (inf: none) and the "
-        "normal there, and whether the segment from the point to `ends` crosses a triangle.");
+        "normal there, whether the segment from the point to `ends` crosses a triangle, and "
+        "at how many points the point touches the colliders (Colliders::contacts).");
 }
 
 template void bind_colliders<2>(SystemClass<2>&);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
+#include <tuple>
 
 namespace ms {
 
@@ -44,10 +45,6 @@ Vec3 closest_weights(const Vec3& p, const Vec3& a, const Vec3& b, const Vec3& c)
   const double denom = 1 / (va + vb + vc);
   const double v = vb * denom, w = vc * denom;
   return {1 - v - w, v, w};
-}
-
-double box_distance(const Box& b, const Vec3& p) {
-  return (p - p.cwiseMax(b.min()).cwiseMin(b.max())).norm();
 }
 
 std::string fmt(double x) { return std::to_string(x); }
@@ -93,41 +90,21 @@ int BoxTree::build_node(const std::vector<Box>& boxes, int first, int count) {
 }
 
 template <class Visit>
-void BoxTree::near(const Vec3& p, double radius, Visit&& visit) const {
-  if (nodes_.empty()) return;
-  std::vector<int> stack{0};
-  while (!stack.empty()) {
-    const Node& node = nodes_[stack.back()];
-    stack.pop_back();
-    if (box_distance(node.box, p) > radius) continue;
-    if (node.left < 0) {
-      for (int k = node.first; k < node.first + node.count; ++k)
-        if (box_distance(boxes_[order_[k]], p) <= radius) radius = visit(order_[k]);
-      continue;
-    }
-    // The nearer child last: it is visited first.
-    const double dl = box_distance(nodes_[node.left].box, p);
-    const double dr = box_distance(nodes_[node.right].box, p);
-    stack.push_back(dl < dr ? node.right : node.left);
-    stack.push_back(dl < dr ? node.left : node.right);
-  }
-}
-
-template <class Visit>
 void BoxTree::overlapping(const Box& b, Visit&& visit) const {
   if (nodes_.empty()) return;
-  std::vector<int> stack{0};
-  while (!stack.empty()) {
-    const Node& node = nodes_[stack.back()];
-    stack.pop_back();
+  std::array<int, 2 * 64> stack;  // as in near()
+  int top = 0;
+  stack[top++] = 0;
+  while (top > 0) {
+    const Node& node = nodes_[stack[--top]];
     if (!node.box.intersects(b)) continue;
     if (node.left < 0) {
       for (int k = node.first; k < node.first + node.count; ++k)
         if (boxes_[order_[k]].intersects(b)) visit(order_[k]);
       continue;
     }
-    stack.push_back(node.left);
-    stack.push_back(node.right);
+    stack[top++] = node.left;
+    stack[top++] = node.right;
   }
 }
 
@@ -176,6 +153,19 @@ void Colliders::set(const std::vector<Vec3>& vertices,
   friction_ = std::move(kept_friction);
   moving_ = start_ != target_;
   in_call_ = false;
+  welded_.resize(vertices.size());
+  std::vector<int> by_position(vertices.size());
+  std::iota(by_position.begin(), by_position.end(), 0);
+  auto before = [&](int i, int j) {
+    const Vec3 &a = vertices[i], &b = vertices[j];
+    return std::tie(a.x(), a.y(), a.z(), i) < std::tie(b.x(), b.y(), b.z(), j);
+  };
+  std::sort(by_position.begin(), by_position.end(), before);
+  for (std::size_t k = 0; k < by_position.size(); ++k) {
+    const int i = by_position[k];
+    const bool repeat = k > 0 && vertices[i] == vertices[by_position[k - 1]];
+    welded_[i] = repeat ? welded_[by_position[k - 1]] : i;
+  }
   // Over the boxes the triangles sweep from start to target: valid all along the path.
   std::vector<Box> boxes(triangles_.size());
   for (std::size_t t = 0; t < triangles_.size(); ++t) {
@@ -227,58 +217,71 @@ void Colliders::stop_at(double t) {
   moving_ = start_ != target_;
 }
 
+Colliders::Foot Colliders::foot(int tri, const Vec3& p, double t, const Vec3& velocity) const {
+  Foot f;
+  f.tri = tri;
+  f.touching = false;
+  f.normal.setZero();
+  const auto& ix = triangles_[tri];
+  const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
+  f.w = closest_weights(p, a, b, c);
+  if ((f.w.array() != 0.0).all()) {
+    // Over the face: distance and normal from the face's plane, exact even for a mass
+    // lying in it (where p - q is round-off and the normal would point anywhere). A mass
+    // in the plane goes to the face's front, or to its back if it moves that way
+    // (test_mass_in_the_plane_of_a_collider_goes_to_one_side).
+    const Vec3 face = (b - a).cross(c - a).normalized();
+    const double side = face.dot(p - a);
+    f.distance = std::abs(side);
+    f.normal = side > 0 || (side == 0 && face.dot(velocity) >= 0) ? face : Vec3(-face);
+  } else {
+    const Vec3 q = f.w(0) * a + f.w(1) * b + f.w(2) * c;
+    f.distance = (p - q).norm();
+    if (f.distance == 0) return f;  // on an edge or corner exactly: no direction to push
+    f.normal = (p - q) / f.distance;
+  }
+  f.touching = f.distance < thickness_[tri];
+  return f;
+}
+
+ContactPoint Colliders::contact_point(const Foot& f, double t) const {
+  ContactPoint c;
+  c.touching = true;
+  c.distance = std::max(f.distance, 1e-12 * thickness_[f.tri]);
+  c.normal = f.normal;
+  c.thickness = thickness_[f.tri];
+  c.friction = friction_[f.tri];
+  const Vec3& w = f.w;
+  const auto& ix = triangles_[f.tri];
+  const int zeros = (w.array() == 0.0).count();
+  if (zeros > 0) {
+    const Mat3 across = Mat3::Identity() - f.normal * f.normal.transpose();
+    if (zeros == 2) {
+      c.curvature = across;
+    } else {
+      const Vec3 e0 = vertex(w(0) == 0 ? ix[1] : ix[0], t), e1 = vertex(w(2) == 0 ? ix[1] : ix[2], t);
+      const Vec3 e = (e1 - e0).normalized();
+      c.curvature = across - e * e.transpose();
+    }
+  }
+  if (moving_ && in_call_)
+    for (int k = 0; k < 3; ++k) c.surface_velocity += w(k) * (target_[ix[k]] - start_[ix[k]]) / duration_;
+  return c;
+}
+
 ContactPoint Colliders::nearest(const Vec3& p, double t, const Vec3& velocity) const {
-  ContactPoint best;
+  Foot best;
+  best.touching = false;
   double best_gap = 0;  // distance - thickness of the best so far (< 0: touching)
   tree_.near(p, 0.0, [&](int tri) {
-    const auto& ix = triangles_[tri];
-    const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
-    const Vec3 w = closest_weights(p, a, b, c);
-    const bool interior = (w.array() != 0.0).all();
-    Vec3 normal;
-    double d;
-    if (interior) {
-      // Over the face: distance and normal from the face's plane, exact even for a mass
-      // lying in it (where p - q is round-off and the normal would point anywhere). A mass
-      // in the plane goes to the face's front, or to its back if it moves that way
-      // (test_mass_in_the_plane_of_a_collider_goes_to_one_side).
-      const Vec3 face = (b - a).cross(c - a).normalized();
-      const double side = face.dot(p - a);
-      d = std::abs(side);
-      normal = side > 0 || (side == 0 && face.dot(velocity) >= 0) ? face : Vec3(-face);
-    } else {
-      const Vec3 q = w(0) * a + w(1) * b + w(2) * c;
-      d = (p - q).norm();
-      if (d == 0) return 0.0;  // on an edge or corner exactly: no direction to push
-      normal = (p - q) / d;
-    }
-    const double gap = d - thickness_[tri];
-    if (gap < best_gap) {
-      best_gap = gap;
-      best.touching = true;
-      best.distance = std::max(d, 1e-12 * thickness_[tri]);
-      best.normal = normal;
-      best.thickness = thickness_[tri];
-      best.friction = friction_[tri];
-      const Mat3 across = Mat3::Identity() - best.normal * best.normal.transpose();
-      const int zeros = (w.array() == 0.0).count();
-      if (interior) {
-        best.curvature.setZero();
-      } else if (zeros == 2) {
-        best.curvature = across;
-      } else {
-        const Vec3 e0 = w(0) == 0 ? b : a, e1 = w(2) == 0 ? b : c;
-        const Vec3 e = (e1 - e0).normalized();
-        best.curvature = across - e * e.transpose();
-      }
-      best.surface_velocity.setZero();
-      if (moving_ && in_call_)
-        for (int k = 0; k < 3; ++k)
-          best.surface_velocity += w(k) * (target_[ix[k]] - start_[ix[k]]) / duration_;
+    const Foot f = foot(tri, p, t, velocity);
+    if (f.touching && f.distance - thickness_[tri] < best_gap) {
+      best_gap = f.distance - thickness_[tri];
+      best = f;
     }
     return 0.0;
   });
-  return best;
+  return best.touching ? contact_point(best, t) : ContactPoint();
 }
 
 bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t) const {
@@ -294,7 +297,12 @@ bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t) const {
     const Vec3 x = p0 + (s0 / (s0 - s1)) * (p1 - p0);
     const double u = n.dot((b - a).cross(x - a)), v = n.dot((c - b).cross(x - b)),
                  w = n.dot((a - c).cross(x - c));
-    hit = (u >= 0 && v >= 0 && w >= 0);
+    // u, v and w are |n|^2 times x's barycentric weights. A segment through an edge or a
+    // corner meets its triangles there only up to round-off, and may miss them all: each
+    // triangle is widened by 1e-9 of its size (a mass falling along a sphere's seam
+    // passed through it, test_mass_inside_a_sphere_stays_inside).
+    const double slack = -1e-9 * n.squaredNorm();
+    hit = (u >= slack && v >= slack && w >= slack);
   });
   return hit;
 }

@@ -3,7 +3,11 @@
 // simulate() call. A mass touches a collider when it comes within the collider's
 // thickness of its surface (both sides: a plane is a thin shell); it is then pushed out by
 // a stiff penalty force, damped, with smoothed Coulomb friction (contact_force below).
-// Self-collision is not handled.
+// A mass touches a surface at every point where its distance to the surface has a local
+// minimum (Colliders::contacts): once on a plane or over a convex edge, on both faces in
+// a concave crease, so that the force turns smoothly there instead of flipping from one
+// face's normal to the other's (a mass sliding into a bowl or a V trough,
+// tests/test_core_contact.py). Self-collision is not handled.
 #pragma once
 
 #include <Eigen/Core>
@@ -79,6 +83,12 @@ class Colliders {
   // Nearest collider point within its thickness of p at time t (inside the current call);
   // `velocity` of the mass picks the side of a face for a mass lying in its plane.
   ContactPoint nearest(const Vec3& p, double t, const Vec3& velocity = Vec3::Zero()) const;
+  // Every point of the colliders within their thickness of p where p's distance to the
+  // surface has a local minimum: a face's nearest point inside it, or an edge's or
+  // corner's if it is the nearest point of every triangle around it (vertices at the same
+  // position are one vertex here). visit(point) for each, in the box tree's order.
+  template <class Visit>
+  void contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& visit) const;
   // The largest distance a collider vertex moves in the next call, and the thinnest
   // collider (steps are kept short enough that a moving collider cannot pass a mass).
   double largest_move() const;
@@ -89,7 +99,20 @@ class Colliders {
 
  private:
   Vec3 vertex(int k, double t) const;
+  // Triangle tri's nearest point to p: its barycentric weights (zeros: on an edge or a
+  // corner), the distance and the normal there, and whether p is within the thickness.
+  struct Foot {  // no initializers: contacts() keeps an array of them per query
+    int tri;
+    Vec3 w, normal;
+    double distance;
+    bool touching;
+  };
+  Foot foot(int tri, const Vec3& p, double t, const Vec3& velocity) const;
+  ContactPoint contact_point(const Foot& f, double t) const;
   std::vector<Vec3> start_, target_;
+  // Each vertex's first vertex at the same position: the vertex that stands for it in
+  // the triangles' shared edges and corners (a mesh split at its seams is one surface).
+  std::vector<int> welded_;
   std::vector<std::array<int, 3>> triangles_, given_triangles_;
   std::vector<double> thickness_, friction_;
   double t0_ = 0, duration_ = 1;
@@ -140,5 +163,94 @@ inline double contact_stiffness(double m, double g_ref, double thickness, double
 // the surface.
 ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
                            double g_ref, bool lagged = false);
+
+// ---------------------------------------------------------------- templates
+
+inline double box_distance(const Eigen::AlignedBox3d& b, const Vec3& p) {
+  return (p - p.cwiseMax(b.min()).cwiseMin(b.max())).norm();
+}
+
+template <class Visit>
+void BoxTree::near(const Vec3& p, double radius, Visit&& visit) const {
+  if (nodes_.empty()) return;
+  // Depth first: at most two entries a level, and median splits keep the depth within
+  // log2 of the boxes (no allocation per query: one per mass and assembly).
+  std::array<int, 2 * 64> stack;
+  int top = 0;
+  stack[top++] = 0;
+  while (top > 0) {
+    const Node& node = nodes_[stack[--top]];
+    if (box_distance(node.box, p) > radius) continue;
+    if (node.left < 0) {
+      for (int k = node.first; k < node.first + node.count; ++k)
+        if (box_distance(boxes_[order_[k]], p) <= radius) radius = visit(order_[k]);
+      continue;
+    }
+    // The nearer child last: it is visited first.
+    const double dl = box_distance(nodes_[node.left].box, p);
+    const double dr = box_distance(nodes_[node.right].box, p);
+    stack[top++] = dl < dr ? node.right : node.left;
+    stack[top++] = dl < dr ? node.left : node.right;
+  }
+}
+
+template <class Visit>
+void Colliders::contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& visit) const {
+  // The feet of the triangles near p: a few, kept on the stack (this runs for every mass
+  // at every assembly); more than kKept go to `more`.
+  constexpr int kKept = 32;
+  std::array<Foot, kKept> kept;
+  std::vector<Foot> more;
+  int count = 0;
+  bool any = false;
+  tree_.near(p, 0.0, [&](int tri) {
+    const Foot f = foot(tri, p, t, velocity);
+    if (count < kKept) kept[count] = f;
+    else more.push_back(f);
+    ++count;
+    any = any || f.touching;
+    return 0.0;
+  });
+  if (!any) return;
+  auto at = [&](int i) -> const Foot& { return i < kKept ? kept[i] : more[i - kKept]; };
+  // The feature each foot lies on: its triangle's welded corners whose weight is not
+  // zero (all three: the face itself), sorted.
+  auto feature = [&](const Foot& f, std::array<int, 3>& corners) {
+    int n = 0;
+    corners = {-1, -1, -1};
+    for (int k = 0; k < 3; ++k)
+      if (f.w(k) != 0.0) corners[n++] = welded_[triangles_[f.tri][k]];
+    std::sort(corners.begin(), corners.begin() + n);
+    return n;
+  };
+  auto contains = [&](int tri, int corner) {
+    for (int k : triangles_[tri])
+      if (welded_[k] == corner) return true;
+    return false;
+  };
+  for (int i = 0; i < count; ++i) {
+    const Foot& f = at(i);
+    if (!f.touching) continue;
+    if ((f.w.array() != 0.0).all()) {  // a face's interior: always a minimum
+      visit(contact_point(f, t));
+      continue;
+    }
+    // An edge's or corner's point is a local minimum of the distance only if it is the
+    // nearest point of every triangle around it; and it is counted once.
+    std::array<int, 3> corners;
+    const int n = feature(f, corners);
+    bool minimum = true, first_report = true;
+    for (int j = 0; j < count && minimum; ++j) {
+      if (j == i) continue;
+      bool around = true;
+      for (int k = 0; k < n; ++k) around = around && contains(at(j).tri, corners[k]);
+      if (!around) continue;
+      std::array<int, 3> other;
+      minimum = feature(at(j), other) == n && other == corners;
+      if (minimum && j < i && at(j).touching) first_report = false;
+    }
+    if (minimum && first_report) visit(contact_point(f, t));
+  }
+}
 
 }  // namespace ms

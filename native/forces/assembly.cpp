@@ -102,18 +102,19 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
   if (F) element_force_scale_ = largest;
 
   if (contacts) contacts->clear();
-  if (!model_.colliders.empty())
-    for (const Touch& touch : touches(kin)) {
-      const ContactState& where = touch.where;
-      const ContactForce& c = touch.force;
-      const int i = where.mass;
-      if (contacts) contacts->push_back(where);
+  if (!model_.colliders.empty()) {
+    const Touches touching = touches(kin);
+    if (contacts) *contacts = touching.where;
+    for (std::size_t k = 0; k < touching.mass.size(); ++k) {
+      const ContactForce& c = touching.force[k];
+      const int i = touching.mass[k];
       if (F) {
         F->template segment<D>(D * i) += c.f.template head<D>();
         element_force_scale_ = std::max(element_force_scale_, c.f.cwiseAbs().maxCoeff());
       }
       if (matrix) matrix->set_node_block(i, (cK * c.A + cV * c.B).template topLeftCorner<D, D>());
     }
+  }
 
   for (int j = 0; j < nc; ++j) {
     const DistanceConstraint& dc = model_.constraints[j];
@@ -232,28 +233,35 @@ typename System<D>::SpringChunks System<D>::plan_spring_chunks() const {
 }
 
 template <int D>
-std::vector<typename System<D>::Touch> System<D>::touches(const Kinematics& kin) const {
+typename System<D>::Touches System<D>::touches(const Kinematics& kin) const {
   const int nm = num_masses();
   const bool definite = definite_newton_;
   auto find = [&](int first, int last) {
-    std::vector<Touch> found;
+    Touches found;
     for (int i = first; i < last; ++i) {
-      Touch t;
-      t.force = contact(kin, i, definite, &t.where);
-      if (t.where.mass >= 0) found.push_back(t);
+      const std::size_t before = found.where.size();
+      const ContactForce f = contact(kin, i, definite, &found.where);
+      if (found.where.size() == before) continue;
+      found.mass.push_back(i);
+      found.force.push_back(f);
     }
     return found;
   };
   const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
   if (chunks == 1) return find(0, nm);
-  std::vector<std::vector<Touch>> part(chunks);
+  std::vector<Touches> part(chunks);
   WorkerPool::shared().run(chunks, [&](int c) {
     // not built in place: neighbouring vectors' ends share a cache line
-    std::vector<Touch> mine = find(static_cast<int>(chunk_begin(nm, chunks, c)), static_cast<int>(chunk_begin(nm, chunks, c + 1)));
+    Touches mine = find(static_cast<int>(chunk_begin(nm, chunks, c)), static_cast<int>(chunk_begin(nm, chunks, c + 1)));
     part[c] = std::move(mine);
   });
-  for (int c = 1; c < chunks; ++c) part[0].insert(part[0].end(), part[c].begin(), part[c].end());
-  return std::move(part[0]);
+  Touches& all = part[0];
+  for (int c = 1; c < chunks; ++c) {
+    all.mass.insert(all.mass.end(), part[c].mass.begin(), part[c].mass.end());
+    all.force.insert(all.force.end(), part[c].force.begin(), part[c].force.end());
+    all.where.insert(all.where.end(), part[c].where.begin(), part[c].where.end());
+  }
+  return std::move(all);
 }
 
 template <int D>
