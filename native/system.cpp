@@ -396,7 +396,10 @@ ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite,
       if (states)
         states->push_back({i, c.normal, c.surface_velocity, c.thickness - c.distance, contact_ramp(c.thickness),
                            c.friction > 0});
-      const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i]);
+      // Its speed toward or along the collider where the step started (the state: a
+      // constant within the step, so the derivatives stay exact).
+      const double speed = (state_.v.template segment<3>(3 * i) - c.surface_velocity).norm();
+      const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i], speed);
       const ContactForce f = contact_force(c, model_.mass[i], k, v, g_ref, definite);
       sum.f += f.f;
       sum.A += f.A;

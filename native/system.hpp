@@ -312,10 +312,17 @@ class System {
   // for, m da + G^T dlam, in units of the acceleration tolerance.
   double correction_error(const VectorXd& delta, double acc_tol, double round_off) const;
   bool explicit_step(double h, const FixPath<D>& path, std::string& why);
-  // Whether a mass moving straight from q0 to q1 passes through a collider's surface as
-  // it is at time t: such a step is refused and shortened (no tunnelling;
-  // tests/test_core_contact.py, test_fast_mass_does_not_pass_a_thin_plane).
-  bool passes_through_collider(const VectorXd& q0, const VectorXd& q1, double t) const;
+  // Whether a mass moving straight from q0 at t0 to q1 at t1 passes through a collider's
+  // surface, or a moving collider through it: such a step is refused and shortened (no
+  // tunnelling; tests/test_core_contact.py, test_fast_mass_does_not_pass_a_thin_plane and
+  // test_fast_collider_carries_a_resting_mass). Returns what passes, with the speeds and
+  // the thickness (empty: nothing).
+  std::string collider_crossing(const VectorXd& q0, const VectorXd& q1, double t0, double t1) const;
+  // The cure a failed step names when it knows a better one than the usual (empty: none).
+  std::string step_cure_;
+  static constexpr const char* kCrossingCure =
+      "Likely cures: a thicker collider (it must stop the mass within its thickness), or slower motion "
+      "of the mass or the collider";
   void advance(double h, const FixPath<D>& path, int depth);
   std::function<bool()> interrupted_;  // of the running simulate() call
   // Throws Interrupted if `interrupted_` says so, leaving the fixes where the path has them.

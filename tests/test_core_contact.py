@@ -398,3 +398,45 @@ def test_small_cloth_inside_a_sphere_comes_to_rest_inside(n):
     mss.set_colliders(vertices, triangles, thickness, 0.3)
     _settles_at_rest(mss, seconds=3.0)
     assert np.linalg.norm(mss.positions, axis=1).max() < 1 - 0.5 * thickness
+
+
+# Fast motion against thin colliders: the penalty is at least m (v / thickness)^2 for a
+# mass meeting a collider at relative speed v (contact_stiffness), and a collider that
+# moves past a mass counts as a crossing (Colliders::crosses). Before, a floor rising at
+# 24 m/s through a resting mass (1 mm thick) passed it silently, and a mass at 25 m/s onto
+# it failed at the smallest step size.
+def _moving_floor(speed, thickness, frames=12):
+    mss = one_mass((0.3, 0.2, 0.5), m=0.04)
+    mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.3)
+    z = 0.0
+    for _ in range(frames):
+        z += speed / 24
+        mss.set_colliders(PLANE_V + [0, 0, z], PLANE_T, thickness, 0.3)
+        mss.simulate(1 / 24, 1)
+    return mss, z
+
+
+@pytest.mark.parametrize("speed", [24, 50])
+def test_fast_collider_carries_a_resting_mass(speed):
+    thickness = 1e-3
+    mss, floor = _moving_floor(speed, thickness)
+    above = mss.masses[0].pos[2] - floor
+    assert 0.5 * thickness < above <= thickness * (1 + 1e-3)
+    assert mss.masses[0].vel[2] == pytest.approx(speed, rel=1e-3)  # it moves with the floor
+
+
+def test_a_collider_too_fast_for_its_thickness_is_refused_with_its_speed_and_thickness():
+    with pytest.raises(ms.SimulationError, match=r"would pass through a collider .*200 m/s; the thinnest is "
+                                                 r"0\.001 m thick\)\. Likely cures: a thicker collider"):
+        _moving_floor(200, 1e-3)
+
+
+@pytest.mark.parametrize("thickness", [1e-3, 1e-2])
+@pytest.mark.parametrize("speed", [25, 50, 200])
+def test_fast_mass_stops_on_a_thin_floor(speed, thickness):
+    mss = one_mass((0.3, 0.2, 0.5), vel=(0, 0, -speed), m=0.04)
+    mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.3)
+    for _ in range(24):  # lands, may bounce once (at 1 % of its speed), lands again
+        mss.simulate(1 / 24, 1)
+    assert mss.masses[0].pos[2] == pytest.approx(thickness, rel=1e-3)
+    assert abs(mss.masses[0].vel[2]) < 1e-3

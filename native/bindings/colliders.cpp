@@ -61,7 +61,7 @@ py::tuple collider_queries(const Arr& vertices, const IdxArr& triangles, double 
     const ContactPoint c = colliders.nearest(p, 0.0);
     distance.mutable_at(k) = c.touching ? c.distance : std::numeric_limits<double>::infinity();
     for (int j = 0; j < 3; ++j) normal.mutable_at(k, j) = c.normal(j);
-    crosses.mutable_at(k) = colliders.crosses(p, e, 0.0);
+    crosses.mutable_at(k) = colliders.crosses(p, e, 0.0, 0.0);
     int touched = 0;
     colliders.contacts(p, 0.0, Vec3::Zero(), [&](const ContactPoint&) { ++touched; });
     contacts.mutable_at(k) = touched;

@@ -284,17 +284,26 @@ ContactPoint Colliders::nearest(const Vec3& p, double t, const Vec3& velocity) c
   return best.touching ? contact_point(best, t) : ContactPoint();
 }
 
-bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t) const {
-  Box box(p0.cwiseMin(p1), p0.cwiseMax(p1));
+bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t0, double t1) const {
+  Box box(p0.cwiseMin(p1), p0.cwiseMax(p1));  // the tree's boxes hold each triangle's sweep
   bool hit = false;
   tree_.overlapping(box, [&](int tri) {
     if (hit) return;
     const auto& ix = triangles_[tri];
+    // The mass's side of the triangle's plane at the start and at the end, each with the
+    // triangle where it is then: a collider that moves past a mass crosses it as surely
+    // as a mass that moves through a collider.
+    const Vec3 a0 = vertex(ix[0], t0), b0 = vertex(ix[1], t0), c0 = vertex(ix[2], t0);
+    const Vec3 a1 = vertex(ix[0], t1), b1 = vertex(ix[1], t1), c1 = vertex(ix[2], t1);
+    const double s0 = (b0 - a0).cross(c0 - a0).dot(p0 - a0), s1 = (b1 - a1).cross(c1 - a1).dot(p1 - a1);
+    if (s0 * s1 >= 0) return;  // on one side (or starting or ending in the plane)
+    // Where and when it passes the plane (exact for a translation), and whether the
+    // triangle is there then.
+    const double f = s0 / (s0 - s1);
+    const double t = t0 + f * (t1 - t0);
     const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
     const Vec3 n = (b - a).cross(c - a);
-    const double s0 = n.dot(p0 - a), s1 = n.dot(p1 - a);
-    if (s0 * s1 >= 0) return;  // on one side (or starting or ending in the plane)
-    const Vec3 x = p0 + (s0 / (s0 - s1)) * (p1 - p0);
+    const Vec3 x = p0 + f * (p1 - p0);
     const double u = n.dot((b - a).cross(x - a)), v = n.dot((c - b).cross(x - b)),
                  w = n.dot((a - c).cross(x - c));
     // u, v and w are |n|^2 times x's barycentric weights. A segment through an edge or a
@@ -305,6 +314,10 @@ bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t) const {
     hit = (u >= slack && v >= slack && w >= slack);
   });
   return hit;
+}
+
+double Colliders::largest_speed() const {
+  return in_call_ && duration_ > 0 ? largest_move() / duration_ : 0.0;
 }
 
 // ---------------------------------------------------------------- the force law

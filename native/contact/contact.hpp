@@ -93,9 +93,12 @@ class Colliders {
   // collider (steps are kept short enough that a moving collider cannot pass a mass).
   double largest_move() const;
   double thinnest() const;
-  // Whether the straight motion from p0 to p1 passes through a collider's surface as it is
-  // at time t: a mass may not tunnel through a surface within one step.
-  bool crosses(const Vec3& p0, const Vec3& p1, double t) const;
+  // Whether a mass moving straight from p0 at time t0 to p1 at t1 passes through a
+  // collider's surface as the collider moves meanwhile: neither may tunnel through the
+  // other within one step.
+  bool crosses(const Vec3& p0, const Vec3& p1, double t0, double t1) const;
+  // The speed of the fastest collider vertex in the running call (0 outside one).
+  double largest_speed() const;
 
  private:
   Vec3 vertex(int k, double t) const;
@@ -156,8 +159,14 @@ constexpr double kContactDampingShare = 0.1;
 // Depth over which the penalty's stiffness grows from 0 to k (contact_force).
 inline double contact_ramp(double thickness) { return kContactSinkShare * thickness; }
 inline double friction_speed(double g_ref) { return 3e-5 * g_ref; }
-inline double contact_stiffness(double m, double g_ref, double thickness, double springs) {
-  return std::max(m * g_ref / (kContactSinkShare * thickness), kContactSpringShare * springs);
+// And at least m (v / thickness)^2 for a mass meeting the collider at relative speed v:
+// with critical damping it then stops within about a third of the thickness (v / (e w),
+// w = v / thickness), where a stiffness for its weight alone let a fast mass or a fast
+// collider pass through (tests/test_core_contact.py,
+// test_fast_collider_carries_a_resting_mass and test_fast_mass_stops_on_a_thin_floor).
+inline double contact_stiffness(double m, double g_ref, double thickness, double springs, double speed = 0.0) {
+  const double stop = speed / thickness;
+  return std::max({m * g_ref / (kContactSinkShare * thickness), kContactSpringShare * springs, m * stop * stop});
 }
 // With `lagged` (Newton's matrix), A leaves out the damping's softening of a mass leaving
 // the surface.

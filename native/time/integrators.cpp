@@ -257,8 +257,9 @@ bool System<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step, d
                             int it, const FixPath<D>& path, bool early, std::string& why) {
   const int nm = D * num_masses();
   const double t1 = state_.time + h;
-  if (passes_through_collider(state_.q, n.q1, t1)) {
-    why = "a mass would pass through a collider";
+  why = collider_crossing(state_.q, n.q1, state_.time, t1);
+  if (!why.empty()) {
+    step_cure_ = kCrossingCure;
     return false;
   }
   stopped_early_ = early;
@@ -330,6 +331,7 @@ bool System<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, cons
 // a pendulum stepped at 1e-7 s still needs the one (test_newton_converges_for_any_step_size).
 template <int D>
 bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
+  step_cure_.clear();
   const State<D>& s = state_;
   const int nm = D * num_masses();
   const int nc = static_cast<int>(model_.constraints.size());
@@ -413,6 +415,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
 
 template <int D>
 bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why) {
+  step_cure_.clear();
   const VectorXd no_lam;
   auto accel = [&](const VectorXd& q, const VectorXd& v, double t) {
     VectorXd F, g;
@@ -446,8 +449,9 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
     why = "the state became NaN or Inf";
     return false;
   }
-  if (passes_through_collider(s.q, q1, s.time + h)) {
-    why = "a mass would pass through a collider";
+  why = collider_crossing(s.q, q1, s.time, s.time + h);
+  if (!why.empty()) {
+    step_cure_ = kCrossingCure;
     return false;
   }
   state_.q = q1;
@@ -553,9 +557,11 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
                           (depth > 0 ? " after halving it " + std::to_string(depth) + " times"
                                      : std::string()) +
                           ": " + why + ". " +
-                          failure_cures("Likely cures: more steps (substeps), softer springs "
-                                        "or more damping, a smaller rho_inf, or check the "
-                                        "input for degenerate geometry"));
+                          failure_cures(!step_cure_.empty()
+                                            ? step_cure_
+                                            : "Likely cures: more steps (substeps), softer springs "
+                                              "or more damping, a smaller rho_inf, or check the "
+                                              "input for degenerate geometry"));
   ++halved_steps;
   predictor_.forget();  // a failed step starts its halves from q + h v, as the first step
   // A new step size re-excites the index-3 multiplier transient, which successive
@@ -580,15 +586,20 @@ IntegratorKind System<D>::step_kind(double h, const FixPath<D>& path) const {
 }
 
 template <int D>
-bool System<D>::passes_through_collider(const VectorXd& q0, const VectorXd& q1, double t) const {
+std::string System<D>::collider_crossing(const VectorXd& q0, const VectorXd& q1, double t0, double t1) const {
   if constexpr (D != 3) {
-    return false;
+    return {};
   } else {
-    if (model_.colliders.empty()) return false;
-    for (int i = 0; i < num_masses(); ++i)
-      if (model_.colliders.crosses(q0.template segment<3>(3 * i), q1.template segment<3>(3 * i), t))
-        return true;
-    return false;
+    if (model_.colliders.empty()) return {};
+    for (int i = 0; i < num_masses(); ++i) {
+      const Vec3 p0 = q0.template segment<3>(3 * i), p1 = q1.template segment<3>(3 * i);
+      if (!model_.colliders.crosses(p0, p1, t0, t1)) continue;
+      return "mass " + std::to_string(i) + " would pass through a collider (it moves at " +
+             fmt((p1 - p0).norm() / (t1 - t0)) + " m/s, the colliders at up to " +
+             fmt(model_.colliders.largest_speed()) + " m/s; the thinnest is " + fmt(model_.colliders.thinnest()) +
+             " m thick)";
+    }
+    return {};
   }
 }
 
@@ -685,8 +696,10 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
           (solved ? std::string(kept ? ": the local error stays above the tolerance"
                                      : ": the energy keeps growing")
                   : ": " + why) + ". " +
-          failure_cures("Likely cures: a larger tolerance, softer springs or more damping, or "
-                        "check the input for degenerate geometry"));
+          failure_cures(!solved && !step_cure_.empty()
+                            ? step_cure_
+                            : "Likely cures: a larger tolerance, softer springs or more damping, or "
+                              "check the input for degenerate geometry"));
   }
   state_.time = t_end;  // what is left is below round-off of the step sizes
   step_proposal_ = h;
@@ -790,7 +803,7 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   template void System<D>::require_bounded_positions() const;                          \
   template void System<D>::simulate(double, int, std::function<bool()>);               \
   template double System<D>::rms_acceleration(const VectorXd&) const;                   \
-  template bool System<D>::passes_through_collider(const VectorXd&, const VectorXd&, double) const; \
+  template std::string System<D>::collider_crossing(const VectorXd&, const VectorXd&, double, double) const; \
   template IntegratorKind System<D>::step_kind(double, const FixPath<D>&) const;
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)
