@@ -350,6 +350,9 @@ class System {
   VecD ceiling_gravity_ = VecD::Zero();  // the gravity the ceiling was measured under
   NewtonPredictor predictor_;
   bool stopped_early_ = false;  // the last step's Newton stopped at the position estimate
+  // How much of the last step's local error, in units of the tolerance, Newton's early
+  // stop may account for (advance_controlled's retry).
+  double early_stop_share_ = 0.0;
   bool strict_newton_ = false;  // retry of a rejected step: Newton to the force tolerance
   double step_proposal_ = 0.0;  // the controller's next step size, carried between calls
   void check_connector(const Connector& c, const std::function<std::string()>& item) const;
