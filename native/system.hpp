@@ -133,12 +133,20 @@ class System {
   static constexpr long kContactGrain = 256;
   static constexpr int kMultigridMinMasses = 4000;
   // Under error control Newton's linear systems are solved to 1e-1, where a V-cycle beats
-  // an LDL^T factor that a folding sheet makes stale almost every step from about 1000
-  // masses on; a hanging sheet is a little slower with it (docs/performance.md).
-  static constexpr int kMultigridMinMassesControlled = 1000;
+  // an LDL^T factor that a moving sheet makes stale almost every step from about 150
+  // masses on (a 13^2 sheet in 0.6 of the time, 25^2 in 0.35, a closed 642-vertex
+  // icosphere in 0.4); a sheet hanging still is slower with it, but takes little time
+  // either way (docs/performance.md, "Where things touch").
+  static constexpr int kMultigridMinMassesControlled = 150;
   int multigrid_min_masses() const {
     return tolerance > 0 ? kMultigridMinMassesControlled : kMultigridMinMasses;
   }
+  // "auto" takes multigrid only for springs that give the masses on average at least this
+  // many neighbours (a surface or a volume): a chain's or a wire's banded matrix factors
+  // for about the cost of a product, and the factor wins at any size (a chain of 1000 in
+  // 0.7 of multigrid's time).
+  static constexpr double kMultigridMinNeighbours = 3.0;
+  double mean_spring_neighbours() const;
   // Switching error control on or off also changes "auto"'s choice of linear solver.
   void set_tolerance(double t) {
     if ((t > 0) != (tolerance > 0)) changed(kSolverChoice);

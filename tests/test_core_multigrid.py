@@ -202,10 +202,29 @@ def test_under_error_control_auto_picks_multigrid_from_fewer_masses():
     mid.tolerance = 0.0
     mid.simulate(1 / 120, 1)
     assert not mid.stats["multigrid"]
-    small = sheet(20)
+    small = sheet(10)
+    assert len(small.masses) < ms.MULTIGRID_MIN_MASSES_CONTROLLED
     small.tolerance = 1e-2
     small.simulate(1 / 120, 1)
     assert not small.stats["multigrid"]
+
+
+def test_auto_keeps_the_factor_for_a_chain_of_any_length():
+    """A chain's matrix is banded: its factor costs about a product, and "auto" keeps it
+    however long the chain (a 1-D structure, fewer than 3 neighbours a mass)."""
+    n = ms.MULTIGRID_MIN_MASSES + 100
+    positions = np.stack([np.linspace(0, 5, n), np.zeros(n), np.ones(n)], 1)
+    springs = np.stack([np.arange(n - 1), np.arange(1, n)], 1)
+    for tolerance in (1e-2, 0.0):
+        chain = ms.from_arrays(positions, 1.0 / n, fixed=[0], springs=springs, stiffness=1000.0,
+                               gravity=[0, 0, -9.81])
+        chain.tolerance = tolerance
+        chain.simulate(1 / 120, 1)
+        assert not chain.stats["multigrid"]
+    net = sheet(13)  # a surface of 169 masses: multigrid under error control
+    net.tolerance = 1e-2
+    net.simulate(1 / 120, 1)
+    assert net.stats["multigrid"]
 
 
 def bending_sheet(n, bending):

@@ -345,6 +345,13 @@ std::vector<char> System<D>::soft_springs() const {
 }
 
 template <int D>
+double System<D>::mean_spring_neighbours() const {
+  long ends = 0;  // of springs between two masses
+  for (const Spring& s : model_.springs) ends += 2 * (s.c[0].type == MASS && s.c[1].type == MASS);
+  return num_masses() > 0 ? static_cast<double>(ends) / num_masses() : 0.0;
+}
+
+template <int D>
 void System<D>::ensure_pattern() {
   if (pattern_ready_) return;
   // Length scale for the Newton tolerance: the mean element length, else the extent.
@@ -396,7 +403,8 @@ void System<D>::ensure_pattern() {
   lin_.split_work(split_work_);
   if (model_.constraints.empty() &&
       (linear_solver_ == "multigrid" ||
-       (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses())))
+       (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses() &&
+        mean_spring_neighbours() >= kMultigridMinNeighbours)))
     lin_.use_multigrid(D, soft_springs());
   pattern_ready_ = true;
 }
