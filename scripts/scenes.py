@@ -583,10 +583,17 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
     scene.render.fps = 24
     common = dict(substeps=substeps)
     beam_z = 4.0
-    label_z, label_y = 0.06, -1.0
+    # The labels stand on the floor in front of the structures, low enough that the
+    # camera sees them below every structure's foot (never across one), each moved toward
+    # the picture's centre so that it shows under the structure it names.
+    stage_center = (10.3, 0.0, 2.5)
+    camera = add_stage(scene, center=stage_center, width=26.4, height=8.0, resolution=DEMO_RESOLUTION)
+    label_z, label_y = 0.08, -5.0
+    perspective = (label_y - camera.location[1]) / (0.0 - camera.location[1])
 
     def label(text, x):
-        add_label(text, (x, label_y, label_z), size=0.34, align="CENTER")
+        x_seen = stage_center[0] + (x - stage_center[0]) * perspective
+        add_label(text, (x_seen, label_y, label_z), size=0.34, align="CENTER")
 
     # Chain, pendulum and double pendulum hang from one beam, just behind them (so that
     # the double pendulum swinging over the top passes in front of it).
@@ -623,7 +630,7 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
     cx = 17.6
     crane(location=(cx, 0.0, 0.0), levels=8, damping=5.0, **common)
     add_box("Footing", (cx - 0.45, -0.45, -0.02), (cx + 0.45, 0.45, 0.03))
-    label("crane", cx + 1.1)
+    label("crane", cx)
 
     # Contact: a chain dropped onto the floor, a cloth onto a ball (Collision objects).
     kx = 20.6
@@ -638,8 +645,6 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
     add_label("Mass–Spring Baker", (10.3, 0.3, 6.15), size=0.8, align="CENTER")
     add_label("masses · springs · rigid rods · ropes · contact — generalized-α, baked into "
               "shape keys", (10.3, 0.3, 5.5), size=0.3, align="CENTER")
-    add_stage(scene, center=(10.3, 0.0, 2.5), width=26.4, height=8.0,
-              resolution=DEMO_RESOLUTION)
     return scene
 
 

@@ -402,6 +402,7 @@ def test_demo_on_a_short_frame_range(tmp_path):
                     "--render-frame", "6", "--resolution", "320x160")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert out.is_file() and png.is_file() and png.stat().st_size > 1000
+    assert "EGL" not in proc.stderr + proc.stdout  # render.GPU_NOISE, filtered
     code = """
         import json, sys, bpy
         bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
@@ -416,6 +417,32 @@ def test_demo_on_a_short_frame_range(tmp_path):
     for name in ("Chain", "Pendulum", "Double Pendulum", "Bridge", "Cloth", "Spinning Ring", "Crane",
                  "Free Chain", "Falling Cloth"):
         assert name in data["baked"], data
+
+
+def test_the_demo_prints_no_gpu_noise():
+    """render.without_gpu_noise drops Blender's harmless EGL_BAD_MATCH lines from what the
+    process writes to stderr during a render, passes every other line on, and keeps them
+    when the render fails."""
+    code = """
+        import os, sys
+        sys.path.insert(0, "scripts")
+        import render
+        with render.without_gpu_noise():
+            os.write(2, b"EGL Error (0x3009): EGL_BAD_MATCH: Arguments are inconsistent\\n")
+            os.write(2, b"a real warning\\n")
+        try:
+            with render.without_gpu_noise():
+                os.write(2, b"said before a failure\\n")
+                raise RuntimeError("boom")
+        except RuntimeError:
+            pass
+        print("after", file=sys.stderr)
+    """
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "EGL" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line in ("a real warning", "said before a failure", "after")]
+    assert lines == ["a real warning", "said before a failure", "after"], proc.stderr
 
 
 @pytest.mark.slow
