@@ -143,3 +143,27 @@ def test_a_segment_along_a_seam_crosses_the_surface():
         on_edge = v[0] + s * (v[3] - v[0])
         start, end = on_edge + [0, 0, 0.3], on_edge - [0, 0, 0.3]
         assert ms._core._collider_queries(v, t, 0.01, start[None], end[None])[2][0]
+
+
+def test_a_duplicated_collider_is_touched_once_up_to_and_across_its_edges():
+    # The same square given twice (a duplicated collider object): each face once, so that
+    # the force does not halve as a mass crosses an edge.
+    square = np.array(SQUARE_V, float)
+    twice_v, twice_t = np.vstack([square, square]), np.vstack([SQUARE_T, np.array(SQUARE_T) + 4])
+    points = [[x, 0.0, 0.05] for x in (0.999, 1.0, 1.001)] + [[0.3, 0.2, 0.05], [0.0, 0.0, 0.05]]
+    np.testing.assert_array_equal(_contacts(twice_v, twice_t, points), [1] * len(points))
+
+
+def test_round_off_does_not_touch_a_plane_twice_over_any_diagonal():
+    # Convex quads split along a diagonal at any angle, tilted anyhow: a point over the
+    # diagonal (where both triangles' feet may come out inside by round-off) touches once.
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        q = np.c_[rng.random((4, 2)) * 2 - 1, np.zeros(4)]
+        centre = q.mean(0)
+        q = q[np.argsort(np.arctan2(q[:, 1] - centre[1], q[:, 0] - centre[0]))]
+        turn = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+        corners = q @ turn.T
+        s = rng.random(50)
+        points = corners[0] + s[:, None] * (corners[2] - corners[0]) + 0.05 * turn[:, 2]
+        np.testing.assert_array_equal(_contacts(corners, [[0, 1, 2], [0, 2, 3]], points), 1)

@@ -440,3 +440,38 @@ def test_fast_mass_stops_on_a_thin_floor(speed, thickness):
         mss.simulate(1 / 24, 1)
     assert mss.masses[0].pos[2] == pytest.approx(thickness, rel=1e-3)
     assert abs(mss.masses[0].vel[2]) < 1e-3
+
+
+def _contact_force(pos, vertices, triangles, thickness, m=1.0):
+    mss = one_mass(pos, m=m)
+    mss.set_colliders(np.asarray(vertices, float), np.asarray(triangles), thickness, 0.0)
+    return mss.contact_forces()[0]
+
+
+def test_an_edge_between_a_thick_and_a_thin_face_pushes_the_same_in_any_order():
+    # A roof ridge whose faces have different thicknesses: the deepest contact acts,
+    # whichever triangle comes first.
+    c, s = math.cos(math.radians(30)), math.sin(math.radians(30))
+    vertices = [[-1, 0, 0], [1, 0, 0], [0, c, -s], [0, -c, -s]]
+    above = (0, 0, 0.005)
+    one = _contact_force(above, vertices, [[0, 1, 2], [1, 0, 3]], np.array([0.1, 0.01]))
+    other = _contact_force(above, vertices, [[1, 0, 3], [0, 1, 2]], np.array([0.01, 0.1]))
+    alone = _contact_force(above, vertices, [[0, 1, 2]], np.array([0.1]))
+    np.testing.assert_allclose(one, other, rtol=1e-12)
+    np.testing.assert_allclose(one, alone, rtol=1e-12)
+
+
+@pytest.mark.parametrize("half_angle", [30.0, 11.25 / 2])
+def test_the_force_in_a_concave_crease_does_not_jump_with_depth(half_angle):
+    # Deep in a crease, p's nearest point on the far face moves from the crease's edge onto
+    # that face as p crosses the plane through the edge square to the face: the force must
+    # not jump there (it did by 9x the weight in a 11.25-degree crease).
+    thickness, angle = 0.02, math.radians(half_angle)
+    y, z = 2 * math.cos(angle), 2 * math.sin(angle)
+    vertices = [[-2, 0, 0], [2, 0, 0], [2, y, z], [-2, y, z], [2, -y, z], [-2, -y, z]]
+    triangles = [[0, 1, 2], [0, 2, 3], [1, 0, 5], [1, 5, 4]]
+    square = math.pi / 2 - angle  # p's direction from the edge where the far face's foot jumps
+    for r in (0.0199, 0.019, 0.015):
+        before, after = (_contact_force((0.1, r * math.cos(square + d), r * math.sin(square + d)), vertices,
+                                        triangles, thickness, m=0.04) for d in (-1e-4, 1e-4))
+        assert np.linalg.norm(after - before) < 0.01 * np.linalg.norm(before)

@@ -166,6 +166,15 @@ void Colliders::set(const std::vector<Vec3>& vertices,
     const bool repeat = k > 0 && vertices[i] == vertices[by_position[k - 1]];
     welded_[i] = repeat ? welded_[by_position[k - 1]] : i;
   }
+  // The triangles around each (welded) vertex.
+  fan_start_.assign(vertices.size() + 1, 0);
+  for (const auto& tri : triangles_)
+    for (int k : tri) ++fan_start_[welded_[k] + 1];
+  for (std::size_t v = 0; v < vertices.size(); ++v) fan_start_[v + 1] += fan_start_[v];
+  fan_.resize(fan_start_.back());
+  std::vector<int> next(fan_start_.begin(), fan_start_.end() - 1);
+  for (std::size_t t = 0; t < triangles_.size(); ++t)
+    for (int k : triangles_[t]) fan_[next[welded_[k]]++] = static_cast<int>(t);
   // Over the boxes the triangles sweep from start to target: valid all along the path.
   std::vector<Box> boxes(triangles_.size());
   for (std::size_t t = 0; t < triangles_.size(); ++t) {
@@ -242,6 +251,64 @@ Colliders::Foot Colliders::foot(int tri, const Vec3& p, double t, const Vec3& ve
   }
   f.touching = f.distance < thickness_[tri];
   return f;
+}
+
+int Colliders::feature(const Foot& f, std::array<int, 3>& corners) const {
+  // A weight within round-off of zero counts as zero: over an edge two triangles' feet
+  // may both come out inside their faces by 1e-17, and the plane would be touched twice
+  // (test_a_plane_is_touched_once_even_over_its_diagonal).
+  constexpr double kRoundOff = 1e-12;
+  int n = 0;
+  corners = {-1, -1, -1};
+  for (int k = 0; k < 3; ++k)
+    if (f.w(k) > kRoundOff) corners[n++] = welded_[triangles_[f.tri][k]];
+  std::sort(corners.begin(), corners.begin() + n);
+  return n;
+}
+
+bool Colliders::bends_toward(int other, int tri, const Vec3& p, double t) const {
+  const auto& ix = triangles_[tri];
+  const Vec3 a = vertex(ix[0], t), n = (vertex(ix[1], t) - a).cross(vertex(ix[2], t) - a);
+  const auto& ox = triangles_[other];
+  const Vec3 centre = (vertex(ox[0], t) + vertex(ox[1], t) + vertex(ox[2], t)) / 3.0;
+  const double side = n.dot(p - a), rise = n.dot(centre - a);
+  // Beyond round-off of the triangles' size: coplanar neighbours do not bend.
+  const double size = (vertex(ix[1], t) - a).squaredNorm() + (vertex(ix[2], t) - a).squaredNorm();
+  return side * rise > 0 && std::abs(rise) > 1e-9 * n.norm() * std::sqrt(size);
+}
+
+bool Colliders::reports(const Foot& f, const Vec3& p, double t, const Vec3& velocity) const {
+  std::array<int, 3> corners;
+  const int n = feature(f, corners);
+  const double gap = f.distance - thickness_[f.tri];
+  if (n == 3) return true;  // a face's inside (duplicates: contacts())
+  // The triangles around the edge or corner (all, not only those near p: a thin
+  // neighbour counts as much as a thick one).
+  for (int q = fan_start_[corners[0]]; q < fan_start_[corners[0] + 1]; ++q) {
+    const int other = fan_[q];
+    if (other == f.tri) continue;
+    bool around = true;
+    for (int k = 1; k < n; ++k) {
+      bool has = false;
+      for (int c : triangles_[other]) has = has || welded_[c] == corners[k];
+      around = around && has;
+    }
+    if (!around) continue;
+    const Foot g = foot(other, p, t, velocity);
+    std::array<int, 3> other_corners;
+    if (feature(g, other_corners) == n && other_corners == corners) {
+      // The same point: reported once, by the deepest (then the first) of them.
+      const double other_gap = g.distance - thickness_[other];
+      if (g.touching && (other_gap < gap || (other_gap == gap && other < f.tri))) return false;
+    } else if (!bends_toward(other, f.tri, p, t)) {
+      // Its nearest point is elsewhere: this point is no minimum of the distance over a
+      // flat or convex neighbour. Over a concave one (a crease seen from inside) it
+      // still counts, so that its force fades with depth instead of jumping when its
+      // nearest point moves onto the face (a mass deep in a V trough).
+      return false;
+    }
+  }
+  return true;
 }
 
 ContactPoint Colliders::contact_point(const Foot& f, double t) const {

@@ -5,8 +5,8 @@
 // a stiff penalty force, damped, with smoothed Coulomb friction (contact_force below).
 // A mass touches a surface at every point where its distance to the surface has a local
 // minimum (Colliders::contacts): once on a plane or over a convex edge, on both faces in
-// a concave crease, so that the force turns smoothly there instead of flipping from one
-// face's normal to the other's (a mass sliding into a bowl or a V trough,
+// a concave crease, so that the force turns with the faces there instead of flipping from
+// one face's normal to the other's (a mass sliding into a bowl or a V trough,
 // tests/test_core_contact.py). Self-collision is not handled.
 #pragma once
 
@@ -84,9 +84,13 @@ class Colliders {
   // `velocity` of the mass picks the side of a face for a mass lying in its plane.
   ContactPoint nearest(const Vec3& p, double t, const Vec3& velocity = Vec3::Zero()) const;
   // Every point of the colliders within their thickness of p where p's distance to the
-  // surface has a local minimum: a face's nearest point inside it, or an edge's or
-  // corner's if it is the nearest point of every triangle around it (vertices at the same
-  // position are one vertex here). visit(point) for each, in the box tree's order.
+  // surface has a local minimum: a face's nearest point inside it (once for a face given
+  // twice), or an edge's or corner's if it is the nearest point of every flat or convex
+  // triangle around it, reported once by the deepest; and an edge's or corner's nearest
+  // point next to a face that bends toward p (a concave crease), whose force then fades
+  // with depth instead of jumping on as p's nearest point moves onto that face. Vertices
+  // at the same position are one vertex here. visit(point) for each, in the box tree's
+  // order.
   template <class Visit>
   void contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& visit) const;
   // The largest distance a collider vertex moves in the next call, and the thinnest
@@ -95,7 +99,8 @@ class Colliders {
   double thinnest() const;
   // Whether a mass moving straight from p0 at time t0 to p1 at t1 passes through a
   // collider's surface as the collider moves meanwhile: neither may tunnel through the
-  // other within one step.
+  // other within one step. Exact for colliders that translate; one that turns is checked
+  // by its planes at t0 and t1 and may slip a mass near an edge through.
   bool crosses(const Vec3& p0, const Vec3& p1, double t0, double t1) const;
   // The speed of the fastest collider vertex in the running call (0 outside one).
   double largest_speed() const;
@@ -112,6 +117,16 @@ class Colliders {
   };
   Foot foot(int tri, const Vec3& p, double t, const Vec3& velocity) const;
   ContactPoint contact_point(const Foot& f, double t) const;
+  // The feature a foot lies on: its triangle's welded corners whose weight is not zero
+  // (three: the face's inside), sorted; returns how many.
+  int feature(const Foot& f, std::array<int, 3>& corners) const;
+  // Whether a foot on an edge or a corner is a point where the colliders touch p
+  // (contacts()), and the one that reports it.
+  bool reports(const Foot& f, const Vec3& p, double t, const Vec3& velocity) const;
+  // Whether triangle `other` rises from triangle tri's plane toward p (a concave crease
+  // seen from p).
+  bool bends_toward(int other, int tri, const Vec3& p, double t) const;
+  std::vector<int> fan_start_, fan_;  // the triangles around each welded vertex
   std::vector<Vec3> start_, target_;
   // Each vertex's first vertex at the same position: the vertex that stands for it in
   // the triangles' shared edges and corners (a mesh split at its seams is one surface).
@@ -205,60 +220,38 @@ void BoxTree::near(const Vec3& p, double radius, Visit&& visit) const {
 
 template <class Visit>
 void Colliders::contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& visit) const {
-  // The feet of the triangles near p: a few, kept on the stack (this runs for every mass
-  // at every assembly); more than kKept go to `more`.
+  // The feet of the triangles near p that touch it: a few, kept on the stack (this runs
+  // for every mass at every assembly); more than kKept go to `more`.
   constexpr int kKept = 32;
   std::array<Foot, kKept> kept;
   std::vector<Foot> more;
   int count = 0;
-  bool any = false;
   tree_.near(p, 0.0, [&](int tri) {
     const Foot f = foot(tri, p, t, velocity);
+    if (!f.touching) return 0.0;
     if (count < kKept) kept[count] = f;
     else more.push_back(f);
     ++count;
-    any = any || f.touching;
     return 0.0;
   });
-  if (!any) return;
   auto at = [&](int i) -> const Foot& { return i < kKept ? kept[i] : more[i - kKept]; };
-  // The feature each foot lies on: its triangle's welded corners whose weight is not
-  // zero (all three: the face itself), sorted.
-  auto feature = [&](const Foot& f, std::array<int, 3>& corners) {
-    int n = 0;
-    corners = {-1, -1, -1};
-    for (int k = 0; k < 3; ++k)
-      if (f.w(k) != 0.0) corners[n++] = welded_[triangles_[f.tri][k]];
-    std::sort(corners.begin(), corners.begin() + n);
-    return n;
-  };
-  auto contains = [&](int tri, int corner) {
-    for (int k : triangles_[tri])
-      if (welded_[k] == corner) return true;
-    return false;
-  };
   for (int i = 0; i < count; ++i) {
     const Foot& f = at(i);
-    if (!f.touching) continue;
-    if ((f.w.array() != 0.0).all()) {  // a face's interior: always a minimum
-      visit(contact_point(f, t));
-      continue;
-    }
-    // An edge's or corner's point is a local minimum of the distance only if it is the
-    // nearest point of every triangle around it; and it is counted once.
     std::array<int, 3> corners;
-    const int n = feature(f, corners);
-    bool minimum = true, first_report = true;
-    for (int j = 0; j < count && minimum; ++j) {
-      if (j == i) continue;
-      bool around = true;
-      for (int k = 0; k < n; ++k) around = around && contains(at(j).tri, corners[k]);
-      if (!around) continue;
-      std::array<int, 3> other;
-      minimum = feature(at(j), other) == n && other == corners;
-      if (minimum && j < i && at(j).touching) first_report = false;
+    if (feature(f, corners) == 3) {
+      // A face's inside, once however often the face is given (a duplicated collider):
+      // by the deepest (then the first) of its copies.
+      bool first = true;
+      for (int j = 0; j < count && first; ++j) {
+        std::array<int, 3> other;
+        if (j == i || feature(at(j), other) != 3 || other != corners) continue;
+        const double gap = f.distance - thickness_[f.tri], other_gap = at(j).distance - thickness_[at(j).tri];
+        first = !(other_gap < gap || (other_gap == gap && j < i));
+      }
+      if (first) visit(contact_point(f, t));
+    } else if (reports(f, p, t, velocity)) {
+      visit(contact_point(f, t));
     }
-    if (minimum && first_report) visit(contact_point(f, t));
   }
 }
 

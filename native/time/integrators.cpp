@@ -263,9 +263,11 @@ bool System<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step, d
     return false;
   }
   stopped_early_ = early;
-  // An acceleration error e moves the local error estimate by at most coefficient h^2 e.
+  // An acceleration error e (RMS over the masses) moves the local error estimate (RMS
+  // over the coordinates) by at most coefficient h^2 e / sqrt(D).
   early_stop_share_ = early && tolerance > 0 ? local_error_coefficient(kind, rho_inf) * h * h *
-                                                   n.error_test.error_estimate() / (tolerance * error_scale_)
+                                                   n.error_test.error_estimate() /
+                                                   (std::sqrt(static_cast<double>(D)) * tolerance * error_scale_)
                                              : 0.0;
   last_local_error = local_error_estimate(state_.acc, n.acc, h, kind);
   // A guess's miss e would have left Newton a residual of about J e.
