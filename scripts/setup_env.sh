@@ -11,8 +11,9 @@
 #                                         # by scripts/build_extension.py (Zig's compiler),
 #                                         # packed into dist/ and installed into the venvs
 #
-# Each venv gets bpy (Blender as a Python module), numpy, pytest, matplotlib and the
-# compiled core `mass_spring`, installed non-editable from the repo root (`pip install .`).
+# Each venv gets bpy (Blender as a Python module), numpy, pytest (with pytest-xdist, which
+# runs the tests on several cores), hypothesis, matplotlib and the compiled core
+# `mass_spring`, installed non-editable from the repo root (`pip install .`).
 # A second run is quick: what is installed stays, only the core is rebuilt (incrementally,
 # in build/<wheel tag>/).
 #
@@ -119,8 +120,8 @@ setup_venv() {
 import sys
 from importlib import metadata
 bpy_version, extra = sys.argv[1], sys.argv[2:]
-wanted = {"bpy": bpy_version, "numpy": None, "pytest": None, "matplotlib": None, "hypothesis": None,
-          "scikit-build-core": None, "pybind11": None, "cmeel-eigen": None}
+wanted = {"bpy": bpy_version, "numpy": None, "pytest": None, "pytest-xdist": None,
+          "matplotlib": None, "hypothesis": None, "scikit-build-core": None, "pybind11": None, "cmeel-eigen": None}
 wanted.update({name: None for name in extra})
 missing = []
 for name, version in wanted.items():
@@ -139,7 +140,7 @@ PY
         "$vpy" -m pip install --disable-pip-version-check --progress-bar off -qq $missing \
             || die "$dir: 'pip install $missing' failed (see above)"
     else
-        say "$dir: bpy $bpy_version, numpy, pytest, hypothesis, matplotlib already installed"
+        say "$dir: bpy $bpy_version, numpy, pytest, pytest-xdist, hypothesis, matplotlib already installed"
     fi
 
     if [ "$BUILD_CORE" = 1 ] && [ "$PORTABLE" = 0 ]; then
