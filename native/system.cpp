@@ -205,21 +205,37 @@ int System<D>::add_spring(const Spring& s, const Names& name) {
 template <int D>
 template <class Law>
 int System<D>::add_stencil(const Law& law, const std::array<Connector, Law::K>& ends) {
+  add_stencils<Law>({law}, {ends});
+  return static_cast<int>(std::get<StencilSet<Law>>(model_.stencils).size()) - 1;
+}
+
+template <int D>
+template <class Law>
+void System<D>::add_stencils(std::vector<Law> laws, const std::vector<std::array<Connector, Law::K>>& ends) {
   require_idle("add a force element");
   auto& set = std::get<StencilSet<Law>>(model_.stencils);
-  const std::function<std::string()> item = [&] {
-    return std::string(Law::kName) + " " + std::to_string(set.size());
-  };
-  law.validate(item);
-  for (const Connector& c : ends) check_connector(c, item);
-  for (int i = 0; i < Law::K; ++i)
-    for (int j = i + 1; j < Law::K; ++j)
-      require(ends[i].type != ends[j].type || ends[i].nr != ends[j].nr,
-              [&] { return item() + ": the same connector twice (" + connector_name(ends[i]) + ")"; });
-  set.laws.push_back(law);
-  set.ends.push_back(ends);
+  require(laws.size() == ends.size(), [] { return std::string("add_stencils: one element per law"); });
+  for (std::size_t k = 0; k < laws.size(); ++k) {
+    const std::function<std::string()> item = [&] {
+      return std::string(Law::kName) + " " + std::to_string(set.size() + k);
+    };
+    require(D >= Law::kMinDimension, [&] {
+      return item() + ": a " + Law::kName + " needs " + std::to_string(Law::kMinDimension) +
+             "-D positions (this system is " + std::to_string(D) + "-D)";
+    });
+    for (const Connector& c : ends[k]) check_connector(c, item);
+    for (int i = 0; i < Law::K; ++i)
+      for (int j = i + 1; j < Law::K; ++j)
+        require(ends[k][i].type != ends[k][j].type || ends[k][i].nr != ends[k][j].nr,
+                [&] { return item() + ": the same connector twice (" + connector_name(ends[k][i]) + ")"; });
+    std::array<VecD, Law::K> x;
+    for (int i = 0; i < Law::K; ++i) x[i] = connector_pos(ends[k][i]);
+    laws[k].take_rest_shape(x);
+    laws[k].validate(item);
+  }
+  set.laws.insert(set.laws.end(), laws.begin(), laws.end());
+  set.ends.insert(set.ends.end(), ends.begin(), ends.end());
   changed(kTopology);
-  return static_cast<int>(set.size()) - 1;
 }
 
 template <int D>
@@ -523,7 +539,15 @@ VectorXd System<D>::precondition(const VectorXd& b, bool rebuild, bool keep_aggr
 
 template class System<2>;
 template class System<3>;
-template int System<2>::add_stencil(const WireBending&, const std::array<Connector, 3>&);
-template int System<3>::add_stencil(const WireBending&, const std::array<Connector, 3>&);
+// Every law of Stencils (forces/stencils.hpp), in 2-D and 3-D.
+#define MS_INSTANTIATE_STENCIL(D, Law)                                                      \
+  template int System<D>::add_stencil(const Law&, const std::array<Connector, Law::K>&); \
+  template void System<D>::add_stencils(std::vector<Law>,                                \
+                                        const std::vector<std::array<Connector, Law::K>>&);
+MS_INSTANTIATE_STENCIL(2, WireBending)
+MS_INSTANTIATE_STENCIL(3, WireBending)
+MS_INSTANTIATE_STENCIL(2, HingeBending)
+MS_INSTANTIATE_STENCIL(3, HingeBending)
+#undef MS_INSTANTIATE_STENCIL
 
 }  // namespace ms

@@ -68,6 +68,12 @@ class System {
   // its number among that law's elements.
   template <class Law>
   int add_stencil(const Law& law, const std::array<Connector, Law::K>& ends);
+  // Many elements of one law at once (a mesh's hinges): validated together, then added.
+  // A law's rest shape not given (e.g. a NaN rest angle) is where its vertices are now.
+  template <class Law>
+  void add_stencils(std::vector<Law> laws, const std::vector<std::array<Connector, Law::K>>& ends);
+  // Where connector c is now (a fix: where it is at time()).
+  VecD connector_pos(const Connector& c) const { return c.type == MASS ? pos(c.nr) : state_.fix_pos[c.nr]; }
   const Stencils& stencils() const { return model_.stencils; }
   // What the user built, read-only: changes go through add_* and set_*.
   const Model<D>& model() const { return model_; }
@@ -213,10 +219,7 @@ class System {
   void set_vertices(std::vector<Connector> vertices) { model_.vertices = std::move(vertices); }
   const std::vector<Connector>& vertices_from_arrays() const { return model_.vertices; }
   // Where vertex i is now (a fix: where it is at time(), not its target).
-  VecD vertex_pos(int i) const {
-    const Connector c = vertex(i);
-    return c.type == MASS ? pos(c.nr) : state_.fix_pos[c.nr];
-  }
+  VecD vertex_pos(int i) const { return connector_pos(vertex(i)); }
 
   // Dimension of the unknown vector (D * masses + constraints).
   int num_unknowns() const { return D * num_masses() + static_cast<int>(model_.constraints.size()); }

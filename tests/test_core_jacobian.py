@@ -28,6 +28,9 @@ def random_system(rng, dim):
     # laws on three vertices (assembly's stencils), one with a fix among its ends
     mss.add(ms.WireBending(rng.uniform(1, 5), (nodes[0], nodes[2], nodes[3])))
     mss.add(ms.WireBending(rng.uniform(1, 5), (nodes[4], nodes[5], nodes[6])))
+    if dim == 3:  # a hinge on four (one a fix), bent away from its rest angle
+        mss.add(ms.HingeBending(rng.uniform(1, 5), (nodes[1], nodes[3], nodes[5], nodes[6]),
+                                rest_angle=rng.uniform(-1, 1)))
     return mss
 
 

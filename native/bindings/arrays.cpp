@@ -4,6 +4,9 @@
 
 #include "model/build.hpp"
 
+#include <cmath>
+#include <optional>
+
 namespace ms::bindings {
 
 namespace {
@@ -89,6 +92,51 @@ std::shared_ptr<System<D>> system_from_arrays(const Arr& positions, const Arr& m
   return system;
 }
 
+// Elements of a law on k vertices from n rows of k vertex indices (from_arrays'
+// numbering), law(row) making each one's parameters. A row whose vertices are all
+// pinned is left out, as springs between pins are.
+template <class Law, int D, class MakeLaw>
+void add_rows(System<D>& s, const IdxArr& rows, std::size_t n, const char* what, const MakeLaw& law) {
+  constexpr int K = Law::K;
+  if (static_cast<std::size_t>(rows.size()) != K * n)
+    throw InputError(std::string(what) + ": expected " + std::to_string(n) + " rows of " + std::to_string(K) +
+                     " vertex indices (one per stiffness), got " + std::to_string(rows.size()) + " values");
+  std::vector<Law> laws;
+  std::vector<std::array<Connector, K>> ends;
+  for (std::size_t r = 0; r < n; ++r) {
+    std::array<Connector, K> c;
+    bool moves = false;
+    for (int k = 0; k < K; ++k) {
+      const long long i = rows.data()[K * r + k];
+      if (i < 0 || i >= s.num_vertices())
+        throw InputError(std::string(what) + " " + std::to_string(r) + ": vertex index " + std::to_string(i) +
+                         " out of range (there are " + std::to_string(s.num_vertices()) + " vertices)");
+      c[k] = s.vertex(static_cast<int>(i));
+      moves = moves || c[k].type == MASS;
+    }
+    if (!moves) continue;
+    laws.push_back(law(r));
+    ends.push_back(c);
+  }
+  s.add_stencils(laws, ends);
+}
+
+template <int D>
+void add_hinges(System<D>& s, const IdxArr& hinges, const Arr& stiffness, const std::optional<Arr>& rest) {
+  const std::size_t n = stiffness.size();
+  if (rest && static_cast<std::size_t>(rest->size()) != n)
+    throw InputError("rest_angle: expected " + std::to_string(n) + " values, got " + std::to_string(rest->size()));
+  add_rows<HingeBending>(s, hinges, n, "hinge", [&](std::size_t r) {
+    return HingeBending{stiffness.data()[r], rest ? rest->data()[r] : std::nan("")};
+  });
+}
+
+template <int D>
+void add_wire_bendings(System<D>& s, const IdxArr& joints, const Arr& stiffness) {
+  add_rows<WireBending>(s, joints, stiffness.size(), "wire joint",
+                        [&](std::size_t r) { return WireBending{stiffness.data()[r]}; });
+}
+
 }  // namespace
 
 template <int D>
@@ -157,6 +205,14 @@ void bind_arrays(SystemClass<D>& cls) {
                                return py::array_t<long long>(idx.size(), idx.data());
                              })
       .def_static("_build_from_arrays", &system_from_arrays<D>)
+      .def("add_hinges", &add_hinges<D>, py::arg("hinges"), py::arg("stiffness"), py::arg("rest_angle") = py::none(),
+           "Bending across shared edges (HingeBending), many at once: hinges (n, 4) vertex "
+           "indices (the edge's two, then the two opposite corners), stiffness (n,) in N m per "
+           "radian (mass_spring.structure.hinge_stiffnesses), rest_angle (n,) radians or None: "
+           "the angles as built.")
+      .def("add_wire_bendings", &add_wire_bendings<D>, py::arg("joints"), py::arg("stiffness"),
+           "Bending of wires (WireBending), many at once: joints (n, 3) vertex indices (the "
+           "middle one second), stiffness (n,) in N m per radian (EI / length).")
       // -- checkpoint
       .def("get_state", [](const S& s) { return state_to_dict(s, s.state()); },
            "The state: a dict of numpy arrays and floats, everything set_state needs to "

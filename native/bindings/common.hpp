@@ -36,6 +36,12 @@ struct WireBendingSpec {
   WireBending law;
   std::array<Connector, 3> ends;
 };
+// A sheet's bending across an edge (forces/hinge_bending.hpp); without a rest angle
+// (NaN), the angle where the vertices are when it is added.
+struct HingeBendingSpec {
+  HingeBending law;
+  std::array<Connector, 4> ends;
+};
 
 template <int D>
 Vec<D> to_vec(const std::vector<double>& x, const std::string& what) {

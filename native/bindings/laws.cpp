@@ -2,6 +2,7 @@
 #include "bindings/common.hpp"
 
 #include "forces/laws.hpp"
+#include "forces/hinge_bending.hpp"
 #include "forces/wire_bending.hpp"
 
 namespace ms::bindings {
@@ -44,6 +45,15 @@ py::tuple stencil_terms_any(const Law& law, const py::array_t<double>& x, const 
       v.ndim() != 2 || v.shape(0) != x.shape(0) || v.shape(1) != x.shape(1))
     throw InputError("x and v must both have shape (" + std::to_string(Law::K) + ", 2 or 3)");
   return x.shape(1) == 2 ? stencil_terms<2>(law, x, v, definite) : stencil_terms<3>(law, x, v, definite);
+}
+
+// The four rows of a hinge's positions (shape (4, 3)).
+std::array<Vec<3>, 4> hinge_rows(const py::array_t<double>& x) {
+  if (x.ndim() != 2 || x.shape(0) != 4 || x.shape(1) != 3) throw InputError("x must have shape (4, 3)");
+  const auto r = x.unchecked<2>();
+  std::array<Vec<3>, 4> p;
+  for (int i = 0; i < 4; ++i) p[i] = Vec<3>(r(i, 0), r(i, 1), r(i, 2));
+  return p;
 }
 
 template <class F2, class F3>
@@ -108,6 +118,21 @@ void bind_laws(py::module_& m) {
       },
       py::arg("stiffness"), py::arg("x"), py::arg("v"), py::arg("definite") = false,
       "WireBending at positions x and velocities v (3 rows): (energy, f, df/dx, df/dv).");
+  m.def(
+      "hinge_bending_terms",
+      [](double stiffness, double rest_angle, const py::array_t<double>& x, const py::array_t<double>& v,
+         bool definite) { return stencil_terms_any(HingeBending{stiffness, rest_angle}, x, v, definite); },
+      py::arg("stiffness"), py::arg("rest_angle"), py::arg("x"), py::arg("v"), py::arg("definite") = false,
+      "HingeBending at positions x and velocities v (4 rows, 3 columns): (energy, f, df/dx, df/dv).");
+  m.def(
+      "dihedral_angle",
+      [](const py::array_t<double>& x) {
+        const std::array<Vec<3>, 4> p = hinge_rows(x);
+        const DihedralAngle a = dihedral_angle(p[0], p[1], p[2], p[3]);
+        const VectorXd hess = Eigen::Map<const VectorXd>(a.hess.data(), 144);  // symmetric: any order
+        return py::make_tuple(a.ok, a.theta, as_array(a.grad, 12, 0), as_array(hess, 12, 12));
+      },
+      py::arg("x"), "(ok, theta, d theta / dx, its Hessian) of the hinge x (4 rows, 3 columns).");
 }
 
 }  // namespace ms::bindings

@@ -3,6 +3,7 @@
 #include "bindings/common.hpp"
 
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 namespace ms::bindings {
@@ -54,12 +55,22 @@ struct ConstraintRef {
   std::shared_ptr<System<D>> sys;
   int i;
 };
-template <int D>
-struct WireBendingRef {
+// Element i of a law on k vertices (forces/stencils.hpp).
+template <int D, class Law>
+struct StencilRef {
   std::shared_ptr<System<D>> sys;
   int i;
-  const StencilSet<WireBending>& set() const { return std::get<StencilSet<WireBending>>(sys->stencils()); }
+  const StencilSet<Law>& set() const { return std::get<StencilSet<Law>>(sys->stencils()); }
+  py::tuple connectors() const {
+    py::tuple out(Law::K);
+    for (int k = 0; k < Law::K; ++k) out[k] = py::cast(set().ends[i][k]);
+    return out;
+  }
 };
+template <int D, class Law>
+int stencil_count(const System<D>& s) {
+  return static_cast<int>(std::get<StencilSet<Law>>(s.stencils()).size());
+}
 template <int D, class Ref>
 struct ListView {
   std::shared_ptr<System<D>> sys;
@@ -89,7 +100,7 @@ void bind_list(py::module_& m, const std::string& name) {
 // belongs there.
 template <int K>
 std::array<Connector, K> connectors_of(const py::sequence& c, const char* what) {
-  const char* shape = K == 2 ? "a pair (a, b)" : "three connectors (a, b, c)";
+  const char* shape = K == 2 ? "a pair (a, b)" : K == 3 ? "three connectors (a, b, c)" : "four connectors (a, b, c, d)";
   if (py::len(c) != K) throw InputError(std::string(what) + ": connectors must be " + shape);
   std::array<Connector, K> out;
   std::string got;
@@ -99,7 +110,8 @@ std::array<Connector, K> connectors_of(const py::sequence& c, const char* what) 
     for (int i = 0; i < K; ++i) out[i] = c[i].cast<Connector>();
   } catch (const py::cast_error&) {
     // e.g. Spring(1, 1, [0, 1]): vertex numbers where connectors belong
-    throw InputError(std::string(what) + ": connectors must be " + (K == 2 ? "the pair" : "three connectors") +
+    throw InputError(std::string(what) + ": connectors must be " +
+                     (K == 2 ? "the pair" : K == 3 ? "three connectors" : "four connectors") +
                      " returned by add(Mass(...)) / add(Fix(...)), got " + got);
   }
   return out;
@@ -180,6 +192,27 @@ void bind_elements(py::module_& m) {
       .def_property_readonly("stiffness", [](const WireBendingSpec& s) { return s.law.stiffness; })
       .def_property_readonly("connectors", [](const WireBendingSpec& s) {
         return py::make_tuple(s.ends[0], s.ends[1], s.ends[2]);
+      });
+
+  py::class_<HingeBendingSpec>(
+      m, "HingeBending",
+      "Bending of a sheet across the edge a-b that two triangles (a, b, c) and (a, b, d) "
+      "share: energy stiffness / 2 (theta - rest_angle)^2, theta the dihedral angle (0 flat), "
+      "a moment of stiffness * (theta - rest_angle). stiffness in N m per radian: for a plate "
+      "of flexural rigidity D (N m), 3 D |ab|^2 / (the two triangles' areas). Without rest_angle, the "
+      "angle where the four are when the hinge is added (the modelled shape).")
+      .def(py::init([](double stiffness, const py::sequence& c, std::optional<double> rest_angle) {
+             return HingeBendingSpec{HingeBending{stiffness, rest_angle.value_or(std::nan(""))},
+                                     connectors_of<4>(c, "HingeBending")};
+           }),
+           py::arg("stiffness"), py::arg("connectors"), py::arg("rest_angle") = py::none())
+      .def_property_readonly("stiffness", [](const HingeBendingSpec& s) { return s.law.stiffness; })
+      .def_property_readonly("rest_angle", [](const HingeBendingSpec& s) -> py::object {
+        if (std::isnan(s.law.rest_angle)) return py::none();
+        return py::float_(s.law.rest_angle);
+      })
+      .def_property_readonly("connectors", [](const HingeBendingSpec& s) {
+        return py::make_tuple(s.ends[0], s.ends[1], s.ends[2], s.ends[3]);
       });
 
   py::class_<ChainSpec>(m, "Chain", "A rope link: pulls when stretched, slack when compressed.")
@@ -278,15 +311,31 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
           "Rod tension (positive pulls the ends together) at the current time; before the "
           "first step, solved for at that instant.");
 
-  py::class_<WireBendingRef<D>>(m, ("WireBendingView" + suffix).c_str())
-      .def_property_readonly("stiffness", [](const WireBendingRef<D>& r) { return r.set().laws[r.i].stiffness; })
-      .def_property_readonly("connectors", [](const WireBendingRef<D>& r) {
-        const auto& c = r.set().ends[r.i];
-        return py::make_tuple(c[0], c[1], c[2]);
-      });
+  using WireRef = StencilRef<D, WireBending>;
+  using HingeRef = StencilRef<D, HingeBending>;
+  py::class_<WireRef>(m, ("WireBendingView" + suffix).c_str())
+      .def_property_readonly("stiffness", [](const WireRef& r) { return r.set().laws[r.i].stiffness; })
+      .def_property_readonly("connectors", &WireRef::connectors);
+  py::class_<HingeRef>(m, ("HingeBendingView" + suffix).c_str())
+      .def_property_readonly("stiffness", [](const HingeRef& r) { return r.set().laws[r.i].stiffness; })
+      .def_property_readonly("rest_angle", [](const HingeRef& r) { return r.set().laws[r.i].rest_angle; })
+      .def_property_readonly(
+          "angle",
+          [](const HingeRef& r) {
+            if constexpr (D == 3) {
+              const auto& c = r.set().ends[r.i];
+              const System<D>& s = *r.sys;
+              return dihedral_angle(s.connector_pos(c[0]), s.connector_pos(c[1]), s.connector_pos(c[2]),
+                                    s.connector_pos(c[3])).theta;
+            }
+            return 0.0;
+          },
+          "The dihedral angle now (radians, 0 flat).")
+      .def_property_readonly("connectors", &HingeRef::connectors);
 
   bind_list<D, MassRef<D>>(m, "MassList" + suffix);
-  bind_list<D, WireBendingRef<D>>(m, "WireBendingList" + suffix);
+  bind_list<D, WireRef>(m, "WireBendingList" + suffix);
+  bind_list<D, HingeRef>(m, "HingeBendingList" + suffix);
   bind_list<D, FixRef<D>>(m, "FixList" + suffix);
   bind_list<D, SpringRef<D>>(m, "SpringList" + suffix);
   bind_list<D, ConstraintRef<D>>(m, "ConstraintList" + suffix);
@@ -315,6 +364,7 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
       .def("add", [](S& s, const ChainSpec& x) { return s.add_spring(x.spring); })
       .def("add", [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
       .def("add", [](S& s, const WireBendingSpec& x) { return s.add_stencil(x.law, x.ends); })
+      .def("add", [](S& s, const HingeBendingSpec& x) { return s.add_stencil(x.law, x.ends); })
       .def("addDistanceConstraint",
            [](S& s, const DistanceConstraint& x) { return s.add_constraint(x); })
       // -- live lists
@@ -341,9 +391,10 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
                                }};
                              })
       .def_property_readonly("wire_bendings", [](const SP& s) {
-        return ListView<D, WireBendingRef<D>>{s, [](const S& x) {
-          return static_cast<int>(std::get<StencilSet<WireBending>>(x.stencils()).size());
-        }};
+        return ListView<D, WireRef>{s, &stencil_count<D, WireBending>};
+      })
+      .def_property_readonly("hinge_bendings", [](const SP& s) {
+        return ListView<D, HingeRef>{s, &stencil_count<D, HingeBending>};
       });
   cls.def("kinetic_energy", &S::kinetic_energy)
       .def("potential_energy", &S::potential_energy)
@@ -358,7 +409,8 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
         return name + "(" + std::to_string(s.num_masses()) + " masses, " +
                std::to_string(s.num_fixes()) + " fixes, " + std::to_string(s.springs().size()) +
                " springs, " + std::to_string(s.constraints().size()) + " constraints, " +
-               std::to_string(std::get<StencilSet<WireBending>>(s.stencils()).size()) + " wire bendings, t=" +
+               std::to_string(stencil_count<D, WireBending>(s)) + " wire bendings, " +
+               std::to_string(stencil_count<D, HingeBending>(s)) + " hinge bendings, t=" +
                std::to_string(s.time()) + ")";
       });;
 }

@@ -6,11 +6,12 @@
 #include <tuple>
 
 #include "forces/stencil.hpp"
+#include "forces/hinge_bending.hpp"
 #include "forces/wire_bending.hpp"
 
 namespace ms {
 
-using Stencils = std::tuple<StencilSet<WireBending>>;
+using Stencils = std::tuple<StencilSet<WireBending>, StencilSet<HingeBending>>;
 
 // f(set) for each law's set, in the order above.
 template <class Sets, class F>

@@ -23,9 +23,10 @@ namespace ms {
 struct WireBending {
   static constexpr int K = 3;
   static constexpr const char* kName = "WireBending";
+  static constexpr int kMinDimension = 2;
   // Newton's matrix takes the exact derivatives, not their positive part: on a hanging
   // wire the positive part doubled Newton's iterations, and its eigen-decompositions
-  // cost more than the solves (docs/performance.md, "Stencils").
+  // cost more than the solves (docs/performance.md, "Stencils: bending on three vertices").
   static constexpr bool kProjectInNewton = false;
   double stiffness = 0.0;  // k, N m (a moment per radian)
 
@@ -36,6 +37,10 @@ struct WireBending {
       throw InputError(item() + ": stiffness must be a number >= 0 (N m per radian), got " +
                        std::to_string(stiffness));
   }
+
+  // The rest shape is straight, wherever the vertices are.
+  template <int D>
+  void take_rest_shape(const std::array<Vec<D>, 3>& /*x*/) {}
 
   // With `definite`, -dfdx keeps only its positive part (positive_part).
   template <int D>

@@ -1,7 +1,7 @@
 """Mass–spring systems with rigid rods, integrated by a sparse generalized-α DAE solver.
 
 The seed API (``MassSpringSystem3d``, ``Mass``, ``Fix``, ``Spring``, ``Chain``,
-``DistanceConstraint``) and the laws on more vertices (``WireBending``) come from the
+``DistanceConstraint``) and the laws on more vertices (``WireBending``, ``HingeBending``) come from the
 compiled core; :func:`from_arrays` builds a system
 from numpy arrays in one call for big meshes.
 """
@@ -21,6 +21,7 @@ from ._core import (  # noqa: F401  (re-exported API)
     Connector,
     DistanceConstraint,
     Fix,
+    HingeBending,
     Mass,
     MassSpringSystem2d,
     MassSpringSystem3d,
@@ -51,7 +52,7 @@ INTEGRATORS = tuple(info.name for info in INTEGRATOR_INFO)
 __all__ = [
     "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring", "WireBending",
-    "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "from_arrays",
+    "HingeBending", "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "from_arrays",
     "get_num_threads", "set_num_threads", "usable_cores",
 ]
 
@@ -175,7 +176,8 @@ MassSpringSystem3d.from_arrays = staticmethod(from_arrays)
 # Structures (vertices, edges, marks) and the one function that turns them into systems.
 from . import presets  # noqa: E402
 from .structure import (  # noqa: E402
-    Structure, bending_pairs, between_pins, build_system, quad_diagonals)
+    Structure, bending_pairs, between_pins, build_system, hinges_of_faces, hinges_of_triangles,
+    quad_diagonals, wire_joints)
 
-__all__ += ["Structure", "bending_pairs", "between_pins", "build_system", "presets",
-            "quad_diagonals"]
+__all__ += ["Structure", "bending_pairs", "between_pins", "build_system", "hinges_of_faces",
+            "hinges_of_triangles", "presets", "quad_diagonals", "wire_joints"]

@@ -13,8 +13,11 @@ none                           a spring (stiffness × the edge's stiffness scale
 =============================  ==================================================
 
 Extra vertex pairs that are not edges become springs of their own stiffness: the shear
-springs across quad faces (:func:`quad_diagonals`). Bending pairs would be one more such
-field with its own stiffness. Edges and pairs between two pinned vertices are left out.
+springs across quad faces (:func:`quad_diagonals`) and the bending springs of the linear
+bending model (:func:`bending_pairs`). Angular bending comes as hinges (two triangles on
+an edge, :func:`hinges_of_triangles`) with a plate's flexural rigidity, and wire joints
+(a vertex between two edges of no face, :func:`wire_joints`) with a wire's. Edges, pairs
+and hinges between pinned vertices only are left out.
 """
 from __future__ import annotations
 
@@ -52,6 +55,15 @@ class Structure:
     shear_stiffness: float = 0.0             # N/m of every shear spring (0: none)
     bending_pairs: np.ndarray = field(default_factory=_no_pairs)  # (B, 2) bending springs
     bending_stiffness: float = 0.0           # N/m of every bending spring (0: none)
+    # Angular bending: hinges (H, 4: an edge, then the two triangles' opposite corners) of
+    # a plate of flexural rigidity hinge_rigidity (D, N m), and wire joints (J, 3: the
+    # middle vertex second) of a wire of flexural rigidity wire_rigidity (EI, N m^2). Their
+    # rest angles are those of `positions`: the modelled shape.
+    hinges: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), dtype=np.int64))
+    hinge_weights: np.ndarray | None = None  # (H,) scales each hinge (hinges_of_faces); None: 1
+    hinge_rigidity: float = 0.0
+    wire_joints: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
+    wire_rigidity: float = 0.0
     velocities: np.ndarray | None = None     # (N, 3) m/s at the start; None: at rest
 
     def __post_init__(self):
@@ -73,9 +85,23 @@ class Structure:
                              f"{self.stiffness_scale.shape}")
         self.shear_pairs = _rows(self.shear_pairs, 2, np.int64, "shear_pairs")
         self.bending_pairs = _rows(self.bending_pairs, 2, np.int64, "bending_pairs")
+        self.hinges = _rows(self.hinges, 4, np.int64, "hinges")
+        if self.hinge_weights is None:
+            self.hinge_weights = np.ones(len(self.hinges))
+        self.hinge_weights = np.asarray(self.hinge_weights, dtype=np.float64)
+        if self.hinge_weights.shape != (len(self.hinges),):
+            raise ValueError(f"hinge_weights: expected {len(self.hinges)} values, got shape "
+                             f"{self.hinge_weights.shape}")
+        self.wire_joints = _rows(self.wire_joints, 3, np.int64, "wire_joints")
+        for name in ("hinge_rigidity", "wire_rigidity"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a number >= 0, got {value}")
         _check_pairs(self.edges, n, "edge")
         _check_pairs(self.shear_pairs, n, "shear pair")
         _check_pairs(self.bending_pairs, n, "bending pair")
+        _check_indices(self.hinges, n, "hinge")
+        _check_indices(self.wire_joints, n, "wire joint")
         if self.masses is not None:
             self.masses = np.asarray(self.masses, dtype=np.float64)
             if self.masses.shape != (n,):
@@ -138,6 +164,17 @@ def _check_pairs(pairs: np.ndarray, n: int, name: str) -> None:
     loops = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
     if loops.size:
         raise ValueError(f"{name} {int(loops[0])}: both ends are vertex {int(pairs[loops[0], 0])}")
+
+
+def _check_indices(rows: np.ndarray, n: int, name: str) -> None:
+    """ValueError naming the first row with a vertex index outside 0..n-1 or a repeated one."""
+    bad = np.flatnonzero(((rows < 0) | (rows >= n)).any(axis=1))
+    if bad.size:
+        raise ValueError(f"{name} {int(bad[0])}: vertex index out of range (there are {n} vertices)")
+    srt = np.sort(rows, axis=1)
+    repeated = np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))
+    if repeated.size:
+        raise ValueError(f"{name} {int(repeated[0])}: a vertex appears twice in {rows[repeated[0]].tolist()}")
 
 
 def between_pins(pairs: np.ndarray, pinned: np.ndarray) -> np.ndarray:
@@ -209,8 +246,9 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
 
     Unmarked edges and rope edges become springs (ropes only pull) of stiffness
     ``stiffness * stiffness_scale``; rigid edges become rods; shear and bending pairs become
-    springs of ``shear_stiffness`` and ``bending_stiffness`` when those are positive. Rest
-    lengths are the current distances.
+    springs of ``shear_stiffness`` and ``bending_stiffness`` when those are positive; hinges
+    and wire joints become angular bending (``HingeBending``, ``WireBending``) when their
+    rigidity is positive. Rest lengths and angles are the current ones.
     Links between two pinned vertices are left out (:func:`between_pins`). Bad input
     raises ValueError naming the vertex or edge.
     """
@@ -226,7 +264,7 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
     if s.bending_stiffness <= 0:
         bending = bending[:0]
     extra = np.concatenate([shear, bending])
-    return from_arrays(
+    system = from_arrays(
         s.positions,
         s.vertex_masses(),
         fixed=s.pinned,
@@ -242,3 +280,138 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
         constraint_length=None,
         gravity=None if gravity is None else np.asarray(gravity, dtype=np.float64),
     )
+    if s.hinge_rigidity > 0 and len(s.hinges):
+        system.add_hinges(s.hinges, s.hinge_weights *
+                          hinge_stiffnesses(s.positions, s.hinges, s.hinge_rigidity, s.pinned))
+    if s.wire_rigidity > 0 and len(s.wire_joints):
+        system.add_wire_bendings(s.wire_joints,
+                                 wire_stiffnesses(s.positions, s.wire_joints, s.wire_rigidity, s.pinned))
+    return system
+
+
+def hinges_of_triangles(triangles) -> np.ndarray:
+    """(H, 4) vertex indices of the hinges of a triangle mesh: for every edge two triangles
+    share, the edge's two vertices (in the first triangle's order), then the vertex
+    opposite it in each triangle. An edge of more than two triangles (a non-manifold mesh)
+    hinges each triangle with the next one around it. These are the elements of angular
+    bending (``HingeBending``, ``MassSpringSystem3d.add_hinges``).
+    """
+    tris = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+    a = tris.ravel()                      # each triangle's edges a-b, opposite vertex o
+    b = tris[:, [1, 2, 0]].ravel()
+    o = tris[:, [2, 0, 1]].ravel()
+    key = np.sort(np.column_stack([a, b]), axis=1)
+    order = np.lexsort((key[:, 1], key[:, 0]))
+    key = key[order]
+    same = np.flatnonzero((key[1:] == key[:-1]).all(axis=1))  # k and k + 1: one edge
+    r1, r2 = order[same], order[same + 1]
+    return np.column_stack([a[r1], b[r1], o[r1], o[r2]])
+
+
+def hinges_of_faces(faces) -> tuple[np.ndarray, np.ndarray]:
+    """(H, 4) hinges and (H,) weights for a mesh of polygons: across every edge two faces
+    share, the hinges of the mesh's two triangulations at weight 1/2 each (one hinge, at
+    weight 1, where both give the same), none across a quad's diagonals.
+
+    A quad is cut by one diagonal in the first triangulation and by the other in the
+    second. On a grid of squares bent into a cylinder of curvature kappa about any
+    direction, twisted (z = kappa x y) or bent both ways (a sphere, a saddle), the hinges
+    then store a plate's bending energy with Poisson's ratio 0 within 0.1 %; cut one way
+    only they stored 1 to 3 times the plate's by the direction, and hinges across the
+    diagonals made a twist 3 times too stiff (tests/test_core_hinges.py). Triangles are
+    their own cut; larger polygons are cut as a fan from their first corner, with hinges
+    across the fan's diagonals (such a face would fold there freely otherwise).
+    """
+    cuts = ([], [])
+    quad_diagonals = set()
+    for f in faces:
+        f = [int(v) for v in f]
+        if len(f) == 4:
+            cuts[0].extend([(f[0], f[1], f[2]), (f[0], f[2], f[3])])
+            cuts[1].extend([(f[0], f[1], f[3]), (f[1], f[2], f[3])])
+            quad_diagonals.update({frozenset((f[0], f[2])), frozenset((f[1], f[3]))})
+        elif len(f) >= 3:
+            fan = [(f[0], f[k], f[k + 1]) for k in range(1, len(f) - 1)]
+            cuts[0].extend(fan)
+            cuts[1].extend(fan)
+    hinges = np.concatenate([hinges_of_triangles(np.array(c, dtype=np.int64).reshape(-1, 3)) for c in cuts])
+    if len(hinges) and quad_diagonals:
+        across = np.array([frozenset(e) in quad_diagonals for e in map(tuple, hinges[:, :2])], dtype=bool)
+        hinges = hinges[~across]
+    if not len(hinges):
+        return hinges.reshape(0, 4), np.zeros(0)
+    # one row per hinge: its edge and its two corners, each pair in sorted order
+    key = np.column_stack([np.sort(hinges[:, :2], axis=1), np.sort(hinges[:, 2:], axis=1)])
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    weights = np.bincount(inverse.ravel(), minlength=len(first)) * 0.5
+    return hinges[first], weights
+
+
+def wire_joints(edges, faces=()) -> np.ndarray:
+    """(J, 3) vertex triples (a, v, b): every vertex v that joins exactly two edges a-v and
+    v-b belonging to no face (a wire, a cable, a chain of edges). A vertex where three or
+    more such edges meet (a junction) gets no joint."""
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    in_face = set()
+    for f in faces:
+        f = list(f)
+        in_face.update(frozenset((f[k], f[(k + 1) % len(f)])) for k in range(len(f)))
+    wire = np.array([frozenset(e) not in in_face for e in map(tuple, edges)], dtype=bool)
+    w = edges[wire] if len(edges) else edges
+    if not len(w):
+        return np.zeros((0, 3), dtype=np.int64)
+    ends = w.ravel()
+    other = w[:, ::-1].ravel()
+    order = np.argsort(ends, kind="stable")
+    ends, other = ends[order], other[order]
+    vertices, starts, counts = np.unique(ends, return_index=True, return_counts=True)
+    two = counts == 2
+    return np.column_stack([other[starts[two]], vertices[two], other[starts[two] + 1]])
+
+
+def hinge_stiffnesses(positions, hinges, rigidity: float, pinned=None) -> np.ndarray:
+    """(H,) N m per radian: D |e|^2 / (A1 + A2) of each hinge at `positions` (|e| its edge's
+    length, A1 and A2 its triangles' areas), the stiffness with which a triangle mesh bent
+    into a cylinder of curvature kappa stores a plate's D / 2 kappa^2 per area.
+
+    Measured, not derived: on a quad grid with the hinges of :func:`hinges_of_faces` the
+    stored energy is the plate's (Poisson's ratio 0) in every direction
+    (tests/test_core_hinges.py); on a mesh of equilateral triangles it is 1.03 times the
+    plate's in every direction; on a grid of squares all cut along parallel diagonals
+    (a quad mesh triangulated before it reached us), 1 to 3 times by the direction
+    (discrete shells are as anisotropic as the mesh). Grinspun et al.'s
+    3 |e|^2 / (A1 + A2) is the same law with the constant chosen otherwise.
+    """
+    p = np.asarray(positions, dtype=np.float64)
+    h = np.asarray(hinges, dtype=np.int64).reshape(-1, 4)
+    e = p[h[:, 1]] - p[h[:, 0]]
+    a1 = 0.5 * np.linalg.norm(np.cross(p[h[:, 2]] - p[h[:, 0]], e), axis=1)
+    a2 = 0.5 * np.linalg.norm(np.cross(e, p[h[:, 3]] - p[h[:, 0]]), axis=1)
+    if pinned is not None:
+        # A triangle whose corners are all pinned is a clamp, not sheet: the hinge stands
+        # for the sheet in its other triangle only (as a wire's joint at a clamp stands for
+        # half an edge), so a clamped plate bends from its root as plate theory says.
+        pinned = np.asarray(pinned, dtype=bool)
+        edge_pinned = pinned[h[:, 0]] & pinned[h[:, 1]]
+        a1 = np.where(edge_pinned & pinned[h[:, 2]], 0.0, a1)
+        a2 = np.where(edge_pinned & pinned[h[:, 3]], 0.0, a2)
+    areas = a1 + a2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(areas > 0, rigidity * np.einsum("ij,ij->i", e, e) / areas, 0.0)
+    return k
+
+
+def wire_stiffnesses(positions, joints, rigidity: float, pinned=None) -> np.ndarray:
+    """(J,) N m per radian: EI / l at each joint, l the length of wire it stands for: half
+    of each of its two edges, where an edge between two pinned vertices is clamp, not
+    wire (so the joint at a clamp stands for half an edge, and a cantilever sags as beam
+    theory says: tests/test_core_hinges.py)."""
+    p = np.asarray(positions, dtype=np.float64)
+    j = np.asarray(joints, dtype=np.int64).reshape(-1, 3)
+    halves = [0.5 * np.linalg.norm(p[j[:, k + 1]] - p[j[:, k]], axis=1) for k in (0, 1)]
+    if pinned is not None:
+        pinned = np.asarray(pinned, dtype=bool)
+        halves = [np.where(pinned[j[:, k]] & pinned[j[:, k + 1]], 0.0, half) for k, half in enumerate(halves)]
+    l = halves[0] + halves[1]
+    with np.errstate(divide="ignore"):
+        return np.where(l > 0, rigidity / l, 0.0)

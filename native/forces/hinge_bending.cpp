@@ -1,0 +1,76 @@
+// The dihedral angle's derivatives for HingeBending (forces/hinge_bending.hpp).
+#include "forces/hinge_bending.hpp"
+
+namespace ms {
+
+namespace {
+
+using Vec9 = Eigen::Matrix<double, 9, 1>;
+using Mat9 = Eigen::Matrix<double, 9, 9>;
+
+// [u]x: the matrix of u x (.)
+Mat<3> cross_matrix(const Vec<3>& u) {
+  Mat<3> m;
+  m << 0, -u.z(), u.y(), u.z(), 0, -u.x(), -u.y(), u.x(), 0;
+  return m;
+}
+
+// A symmetric 9x9 matrix from its upper blocks in (a, e, b) order.
+Mat9 symmetric_blocks(const Mat<3>& aa, const Mat<3>& ae, const Mat<3>& ab, const Mat<3>& ee,
+                      const Mat<3>& eb, const Mat<3>& bb) {
+  Mat9 h;
+  h << aa, ae, ab, ae.transpose(), ee, eb, ab.transpose(), eb.transpose(), bb;
+  return h;
+}
+
+}  // namespace
+
+DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3) {
+  DihedralAngle out;
+  const Vec<3> a = x2 - x0, e = x1 - x0, b = x3 - x0;
+  const double ee = e.squaredNorm(), le = std::sqrt(ee);
+  const Vec<3> n1 = a.cross(e), n2 = e.cross(b);
+  // A triangle of zero area (relative to its edges) or an edge of zero length has no
+  // normal: no bending there (and no NaN).
+  if (!(le > 0) || !(n1.norm() > 1e-12 * a.norm() * le) || !(n2.norm() > 1e-12 * b.norm() * le))
+    return out;
+  const double X = n1.dot(n2), T = e.cross(a).dot(b), Y = le * T;
+  const double R = X * X + Y * Y;  // (|n1| |n2|)^2
+  const double ae = a.dot(e), eb = e.dot(b), ab = a.dot(b);
+  const Mat<3> I = Mat<3>::Identity(), Z = Mat<3>::Zero();
+
+  Vec9 gT, gX, gL = Vec9::Zero();
+  gT << b.cross(e), a.cross(b), e.cross(a);
+  gX << e * eb - b * ee, a * eb + b * ae - 2.0 * e * ab, e * ae - a * ee;
+  gL.segment<3>(3) = e / le;
+  const Vec9 gY = T * gL + le * gT;
+
+  const Mat9 HT = symmetric_blocks(Z, cross_matrix(b), -cross_matrix(e), Z, cross_matrix(a), Z);
+  const Mat9 HX = symmetric_blocks(Z, eb * I + e * b.transpose() - 2.0 * b * e.transpose(),
+                                   e * e.transpose() - ee * I,
+                                   a * b.transpose() + b * a.transpose() - 2.0 * ab * I,
+                                   a * e.transpose() + ae * I - 2.0 * e * a.transpose(), Z);
+  Mat9 HL = Mat9::Zero();
+  HL.block<3, 3>(3, 3) = (I - e * e.transpose() / ee) / le;
+  const Mat9 HY = T * HL + gL * gT.transpose() + gT * gL.transpose() + le * HT;
+
+  // theta = atan2(Y, X): its gradient (X gY - Y gX) / R and that gradient's derivative.
+  const Vec9 g = (X * gY - Y * gX) / R;
+  Mat9 H = (X * HY - Y * HX + gY * gX.transpose() - gX * gY.transpose()) / R -
+           g * (2.0 * (X * gX + Y * gY)).transpose() / R;
+  H = 0.5 * (H + H.transpose());  // symmetric in exact arithmetic
+
+  // (a, e, b) = S (x0, x1, x2, x3): a = x2 - x0, e = x1 - x0, b = x3 - x0.
+  Eigen::Matrix<double, 9, 12> S = Eigen::Matrix<double, 9, 12>::Zero();
+  for (int k = 0; k < 3; ++k) S.block<3, 3>(3 * k, 0) = -I;
+  S.block<3, 3>(0, 6) = I;
+  S.block<3, 3>(3, 3) = I;
+  S.block<3, 3>(6, 9) = I;
+  out.ok = true;
+  out.theta = std::atan2(Y, X);
+  out.grad = S.transpose() * g;
+  out.hess = S.transpose() * H * S;
+  return out;
+}
+
+}  // namespace ms
