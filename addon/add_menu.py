@@ -70,6 +70,10 @@ def structure_object(name, structure, *, location=(0.0, 0.0, 0.0), collection=No
     settings.stiffness = s.stiffness
     settings.shear_stiffness = s.shear_stiffness
     settings.bending_stiffness = s.bending_stiffness
+    # Angular bending unless the structure brings bending springs (the linear model).
+    by_angle = s.hinge_rigidity > 0 or s.wire_rigidity > 0 or s.bending_stiffness <= 0
+    settings.bending_model = 'ANGULAR' if by_angle else 'LINEAR'
+    settings.bending_rigidity = max(s.hinge_rigidity, s.wire_rigidity)
     settings.damping = s.damping
     settings.stiffness_attribute = STIFFNESS_ATTRIBUTE if scaled else ""
     settings.initial_velocity = linear
@@ -116,7 +120,7 @@ PRESETS = {
                                           stiffness=800.0, damping=0.0)),
     'CRANE': ("Crane", dict(count=6, mass=0.05, stiffness=20000.0, damping=2.0)),
     'CLOTH': ("Cloth", dict(count=10, rows=10, size=1.0, mass=0.01, stiffness=1000.0,
-                            damping=0.01)),
+                            damping=0.01, bending_rigidity=1e-4)),
 }
 
 LABELS = {
@@ -194,7 +198,8 @@ def preset_structure(preset: str, p: dict):
         nx, ny = p["count"], p["rows"]
         return presets.cloth(nx, ny, spacing=p["size"] / max(nx - 1, 1), pins=[0, nx - 1],
                              total_mass=p["mass"] * nx * ny, stiffness=p["stiffness"],
-                             shear_stiffness=p["stiffness"], damping=p["damping"])
+                             shear_stiffness=p["stiffness"], damping=p["damping"],
+                             bending_rigidity=p["bending_rigidity"])
     raise ValueError(f"unknown preset {preset!r}")
 
 
@@ -226,6 +231,10 @@ class OBJECT_OT_mass_spring_add(bpy.types.Operator):
                              min=0.0, soft_max=1e6, default=400.0, options={'SKIP_SAVE'})
     damping: FloatProperty(name="Damping", description="Spring damping (N·s/m)",
                            min=0.0, soft_max=1000.0, default=0.0, options={'SKIP_SAVE'})
+    bending_rigidity: FloatProperty(
+        name="Bending Rigidity",
+        description="Flexural rigidity D of the sheet in N·m (angular bending; 0: none)",
+        min=0.0, soft_max=1.0, default=0.0, precision=6, options={'SKIP_SAVE'})
 
     def values(self) -> dict:
         return {name: getattr(self, name) for name in PRESETS[self.preset][1]}

@@ -121,6 +121,9 @@ class BakeSettings:
             return self._overrides[name]
         return getattr(self._stored, name)
 
+    def is_property_set(self, name: str) -> bool:
+        return name in self._overrides or self._stored.is_property_set(name)
+
 
 def frame_range(scene, obj, overrides: dict | None = None) -> tuple[int, int]:
     settings = BakeSettings(obj, overrides)
@@ -136,6 +139,7 @@ def simulation_settings(scene, obj, overrides: dict | None = None) -> Simulation
         stiffness=settings.stiffness,
         shear_stiffness=settings.shear_stiffness,
         bending_stiffness=settings.bending_stiffness,
+        bending_rigidity=settings.bending_rigidity,
         damping=settings.damping,
         gravity=np.array(scene.gravity if use_gravity else (0.0, 0.0, 0.0), dtype=np.float64),
         integrator=settings.integrator,
@@ -338,7 +342,7 @@ class BakeJob:
         self.object_name = obj.name if obj is not None else ""
         self.warnings = check_object(scene, obj, overrides)
         try:
-            self.arrays = mesh_to_arrays(obj)
+            self.arrays = mesh_to_arrays(obj, BakeSettings(obj, overrides))
         except BakeError as ex:
             raise BakeError(f"'{obj.name}': {ex}") from ex
         self.settings = simulation_settings(scene, obj, overrides)

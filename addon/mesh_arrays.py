@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import BakeError
+from .properties import bending_model
 from .simulation import MeshArrays, import_core
 
 RIGID_ATTRIBUTE = "ms_rigid"
@@ -113,14 +114,14 @@ def masses_from_weights(total_mass: float, weights: np.ndarray | None, count: in
     return total_mass * weights / total_weight
 
 
-def mesh_to_arrays(obj) -> MeshArrays:
+def mesh_to_arrays(obj, settings=None) -> MeshArrays:
     """Read the object's base mesh and its ``obj.mass_spring`` settings into arrays the
     simulation can use (see ``validate``).
 
     `obj` is a mesh object in Object Mode (``bake.check_object`` refuses anything else
     first). Raises BakeError (missing groups or attributes, bad values).
     """
-    settings = obj.mass_spring
+    settings = obj.mass_spring if settings is None else settings
     mesh = obj.data
 
     positions = vertex_positions(mesh)
@@ -136,6 +137,7 @@ def mesh_to_arrays(obj) -> MeshArrays:
     if settings.pin_group:
         pinned = vertex_group_weights(obj, settings.pin_group, "pin") > PIN_THRESHOLD
 
+    linear = bending_model(settings) == 'LINEAR'
     if settings.stiffness_attribute:
         scale = edge_float_attribute(mesh, settings.stiffness_attribute)
     else:
@@ -151,8 +153,9 @@ def mesh_to_arrays(obj) -> MeshArrays:
                      if settings.shear_stiffness > 0
                      else np.zeros((0, 2), np.int64)),
         bending_pairs=(import_core().bending_pairs(faces(mesh))
-                       if settings.bending_stiffness > 0
+                       if linear and settings.bending_stiffness > 0
                        else np.zeros((0, 2), np.int64)),
+        **angular_bending(mesh, edges, settings.bending_rigidity if not linear else 0.0),
         rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
         rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),
         pin_group=settings.pin_group,
@@ -160,6 +163,17 @@ def mesh_to_arrays(obj) -> MeshArrays:
     )
     validate(arrays)
     return arrays
+
+
+def angular_bending(mesh, edges: np.ndarray, rigidity: float) -> dict:
+    """The hinges (with their weights) and wire joints of the angular model, when its
+    rigidity is positive: MeshArrays' fields."""
+    if not rigidity > 0:
+        return {}
+    core = import_core()
+    polygons = faces(mesh)
+    hinges, weights = core.hinges_of_faces(polygons)
+    return dict(hinges=hinges, hinge_weights=weights, wire_joints=core.wire_joints(edges, polygons))
 
 
 def validate(arrays: MeshArrays) -> None:

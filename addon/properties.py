@@ -97,11 +97,32 @@ class MassSpringSettings(bpy.types.PropertyGroup):
                     "0: only the mesh's edges are springs",
         default=0.0, min=0.0, soft_max=1e5, precision=2,
     )
+    bending_model: EnumProperty(
+        name="Bending",
+        description="How the structure resists folding",
+        items=[
+            ('ANGULAR', "Angular",
+             "Resists the angle of every fold: across every edge two faces share (a sheet) and "
+             "where two edges of no face meet (a wire), with the flexural rigidity below. "
+             "Rest angles are the modelled shape"),
+            ('LINEAR', "Linear",
+             "Springs across every edge shared by two faces (Blender's linear model): they "
+             "resist large folds, but not a small fold of a flat sheet"),
+        ],
+        default='ANGULAR',
+    )
+    bending_rigidity: FloatProperty(
+        name="Bending Rigidity",
+        description="Flexural rigidity of the angular model: D in N·m for sheets (per unit "
+                    "width; woven cotton 1e-6 to 1e-5, 1 mm of steel about 20), EI in N·m² for "
+                    "wires (a steel wire of 1 mm diameter about 0.01). 0: no bending",
+        default=0.0, min=0.0, soft_max=100.0, precision=7, step=0.001,
+    )
     bending_stiffness: FloatProperty(
         name="Bending Stiffness",
-        description="Spring constant in N/m of extra springs across every edge shared by two "
-                    "faces (each vertex to the vertices beyond its neighbours), which make a "
-                    "sheet fold like cloth instead of crumpling like a net. 0: none",
+        description="Linear model: spring constant in N/m of extra springs across every edge "
+                    "shared by two faces (each vertex to the vertices beyond its neighbours), "
+                    "which make a sheet fold like cloth instead of crumpling like a net. 0: none",
         default=0.0, min=0.0, soft_max=1e5, precision=2,
     )
     stiffness_attribute: StringProperty(
@@ -254,3 +275,12 @@ def unregister():
     del bpy.types.Object.mass_spring
     for cls in reversed(classes):
         bpy.utils.unregister_class(cls)
+
+
+def bending_model(settings) -> str:
+    """The bending model a bake uses: the panel's, except for an object set up before there
+    was a choice (the model never set) that has bending springs: it keeps them, as it did
+    (tests/test_bending.py, test_an_older_file_keeps_its_bending_springs)."""
+    if settings.is_property_set("bending_model") or settings.bending_stiffness <= 0:
+        return settings.bending_model
+    return 'LINEAR'

@@ -64,6 +64,11 @@ class MeshArrays:
     shear_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     # (B, 2) vertex pairs of bending springs (across edges shared by two faces), if asked for.
     bending_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    # Angular bending, if asked for: (H, 4) hinges with (H,) weights (hinges_of_faces) and
+    # (J, 3) wire joints (wire_joints).
+    hinges: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
+    hinge_weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    wire_joints: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
     # Words used in messages, e.g. the pin group's name.
     pin_group: str = ""
     mass_group: str = ""
@@ -80,6 +85,7 @@ class SimulationSettings:
     stiffness: float = 100.0
     shear_stiffness: float = 0.0  # of the springs on shear_pairs
     bending_stiffness: float = 0.0  # of the springs on bending_pairs
+    bending_rigidity: float = 0.0  # D (N m) of the hinges, EI (N m^2) of the wire joints
     damping: float = 0.0
     gravity: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, -9.81]))
     integrator: str = "GENERALIZED_ALPHA"
@@ -204,6 +210,11 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
             shear_stiffness=settings.shear_stiffness,
             bending_pairs=arrays.bending_pairs,
             bending_stiffness=settings.bending_stiffness,
+            hinges=arrays.hinges,
+            hinge_weights=arrays.hinge_weights,
+            hinge_rigidity=settings.bending_rigidity,
+            wire_joints=arrays.wire_joints,
+            wire_rigidity=settings.bending_rigidity,
             velocities=velocities,
         )
         rods = int(structure.rod_edges().sum())

@@ -5,6 +5,7 @@ import bpy
 from . import colliders, writers
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
 from .overlay import marked_edge_counts
+from .properties import bending_model
 
 
 class MassSpringPanelBase:
@@ -81,7 +82,13 @@ class PHYSICS_PT_mass_spring_springs(MassSpringPanelBase, bpy.types.Panel):
         layout.prop(settings, "damping")
         layout.prop_search(settings, "stiffness_attribute", obj.data, "attributes", text="Stiffness Scale")
         layout.prop(settings, "shear_stiffness")
-        layout.prop(settings, "bending_stiffness")
+        layout.prop(settings, "bending_model")
+        if bending_model(settings) == 'LINEAR':
+            layout.prop(settings, "bending_stiffness")
+            if not settings.is_property_set("bending_model") and settings.bending_model != 'LINEAR':
+                layout.label(text="Linear: bending springs set up before there was a choice")
+        else:
+            layout.prop(settings, "bending_rigidity")
 
 
 class PHYSICS_PT_mass_spring_marks(MassSpringPanelBase, bpy.types.Panel):

@@ -17,7 +17,8 @@ bpy = require_bpy()
 ARCHITECTURE_PROPERTIES = {
     "enabled", "total_mass", "mass_group", "pin_group", "stiffness", "damping",
     "stiffness_attribute", "shear_stiffness", "use_gravity", "initial_velocity",
-    "initial_angular_velocity", "integrator", "rho_inf", "substeps", "accuracy", "use_scene_frame_range", "bending_stiffness", "frame_start", "frame_end",
+    "initial_angular_velocity", "integrator", "rho_inf", "substeps", "accuracy", "use_scene_frame_range",
+    "bending_model", "bending_rigidity", "bending_stiffness", "frame_start", "frame_end",
     "output", "pc2_path", "show_forces", "use_collisions",
 }
 

@@ -19,7 +19,7 @@ import operator
 
 import numpy as np
 
-from .structure import Structure, bending_pairs, between_pins, quad_diagonals
+from .structure import Structure, bending_pairs, between_pins, hinges_of_faces, quad_diagonals
 
 
 def polar_xz(length: float, angle_deg: float, origin=(0.0, 0.0, 0.0)) -> tuple:
@@ -248,14 +248,16 @@ def crane(levels=6, level_height=0.45, side=0.4, jib_segments=5, jib_spacing=0.4
 
 def cloth(nx=5, ny=None, spacing=0.25, plane="XY", pins=(), total_mass=1.0,
           stiffness=1000.0, shear_stiffness=0.0, damping=0.01,
-          bending_stiffness=0.0) -> Structure:
+          bending_stiffness=0.0, bending_rigidity=0.0) -> Structure:
     """An `nx` × `ny` grid of vertices `spacing` apart with quad faces: a sheet of cloth.
 
     Vertex (i, j) has index j * nx + i and sits at (i, j, 0) * spacing ("XY", lying flat)
     or (i, 0, j) * spacing ("XZ", hanging). The edges are the rows' (i, j)-(i+1, j), then
     the columns' (i, j)-(i, j+1); face (i, j) is (a, a+1, a+nx+1, a+nx) with a = j*nx + i,
     its diagonals are the shear pairs, and the bending pairs join every vertex's two
-    neighbours along a grid line. `pins` are vertex indices.
+    neighbours along a grid line (linear bending, `bending_stiffness` in N/m); its hinges
+    (angular bending, `bending_rigidity` D in N m) come from :func:`hinges_of_faces`.
+    `pins` are vertex indices.
     """
     nx = _count("cloth", "nx", nx, 2)
     ny = nx if ny is None else _count("cloth", "ny", ny, 2)
@@ -278,10 +280,12 @@ def cloth(nx=5, ny=None, spacing=0.25, plane="XY", pins=(), total_mass=1.0,
                          f"{int(outside[0])}")
     pinned = np.zeros(nx * ny, dtype=bool)
     pinned[pins] = True
+    hinges, weights = hinges_of_faces(faces)
     return Structure(positions=positions, edges=edges, faces=faces, pinned=pinned,
                      total_mass=total_mass, stiffness=stiffness, damping=damping,
                      shear_pairs=quad_diagonals(faces), shear_stiffness=shear_stiffness,
-                     bending_pairs=bending_pairs(faces), bending_stiffness=bending_stiffness)
+                     bending_pairs=bending_pairs(faces), bending_stiffness=bending_stiffness,
+                     hinges=hinges, hinge_weights=weights, hinge_rigidity=bending_rigidity)
 
 
 PRESETS = {
