@@ -60,16 +60,28 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
            g * (2.0 * (X * gX + Y * gY)).transpose() / R;
   H = 0.5 * (H + H.transpose());  // symmetric in exact arithmetic
 
-  // (a, e, b) = S (x0, x1, x2, x3): a = x2 - x0, e = x1 - x0, b = x3 - x0.
-  Eigen::Matrix<double, 9, 12> S = Eigen::Matrix<double, 9, 12>::Zero();
-  for (int k = 0; k < 3; ++k) S.block<3, 3>(3 * k, 0) = -I;
-  S.block<3, 3>(0, 6) = I;
-  S.block<3, 3>(3, 3) = I;
-  S.block<3, 3>(6, 9) = I;
+  // (a, e, b) = S (x0, x1, x2, x3): a = x2 - x0, e = x1 - x0, b = x3 - x0. S is made of
+  // identity blocks, so S^T g and S^T H S are sums of 3x3 blocks (as products of dense
+  // matrices they cost more than everything above).
   out.ok = true;
   out.theta = std::atan2(Y, X);
-  out.grad = S.transpose() * g;
-  out.hess = S.transpose() * H * S;
+  constexpr int at[4] = {-1, 3, 0, 6};  // where x1 (e), x2 (a), x3 (b) are among (a, e, b)
+  Vec<3> g0 = Vec<3>::Zero();
+  Mat<3> h00 = Mat<3>::Zero();
+  for (int j = 1; j < 4; ++j) {
+    out.grad.segment<3>(3 * j) = g.segment<3>(at[j]);
+    g0 -= g.segment<3>(at[j]);
+    Mat<3> column = Mat<3>::Zero();  // the sum of block column j of H over a, e, b
+    for (int i = 1; i < 4; ++i) {
+      out.hess.block<3, 3>(3 * i, 3 * j) = H.block<3, 3>(at[i], at[j]);
+      column += H.block<3, 3>(at[i], at[j]);
+    }
+    out.hess.block<3, 3>(0, 3 * j) = -column;
+    out.hess.block<3, 3>(3 * j, 0) = -column.transpose();
+    h00 += column;
+  }
+  out.grad.segment<3>(0) = g0;
+  out.hess.block<3, 3>(0, 0) = h00;
   return out;
 }
 
