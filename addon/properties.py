@@ -224,7 +224,9 @@ class MassSpringSettings(bpy.types.PropertyGroup):
                     "the modifier 'Mass–Spring Force Colours' and the material 'Mass–Spring "
                     "Forces' (edges without faces become tubes; Workbench shows the colours "
                     "with its colour type Attribute); off removes them. The numbers are always on the baked "
-                    "mesh as the edge attributes ms_force (N) and ms_strain",
+                    "mesh as the edge attributes ms_force (N) and ms_strain. Forces along edges "
+                    "only: angular bending acts across edges (a moment, not a pull) and is not "
+                    "shown",
         default=False,
         update=lambda settings, context: _show_forces_changed(settings, context),
     )
