@@ -104,8 +104,9 @@ def test_an_older_file_keeps_its_bending_springs(tmp_path):
 
 
 def test_overrides_choose_the_model_for_one_bake():
-    """The headless command's --set bending_model=... (overrides) counts, and so do the
-    structure settings the mesh's arrays depend on (they were read from the object only)."""
+    """A bake's overrides (as the headless command's options make them) choose the model,
+    and so do the structure settings the mesh's arrays depend on (they were read from the
+    object only)."""
     obj = strip_object()
     s = obj.mass_spring
     s.bending_model = 'LINEAR'

@@ -71,11 +71,17 @@ def test_the_angle_and_the_law_match_finite_differences(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_the_projected_matrix_is_positive_semidefinite(seed):
+def test_the_projected_matrix_is_the_gauss_newton_part(seed):
+    """Newton's projected matrix takes k grad(theta) grad(theta)^T: positive
+    semi-definite, the exact matrix without k (theta - rest) times theta's Hessian."""
     x = random_hinge(np.random.default_rng(seed))
-    _, f, exact, _ = hinge_terms(2.0, 0.3, x)
-    _, f_def, projected, _ = hinge_terms(2.0, 0.3, x, definite=True)
+    k, rest = 2.0, 0.3
+    _, f, exact, _ = hinge_terms(k, rest, x)
+    _, f_def, projected, _ = hinge_terms(k, rest, x, definite=True)
     np.testing.assert_array_equal(f, f_def)
+    _, theta, grad, hess = laws.dihedral_angle(x)
+    np.testing.assert_allclose(-projected, k * np.outer(grad, grad), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(exact - projected, -k * (theta - rest) * hess, atol=1e-12 * np.abs(exact).max())
     assert np.linalg.eigvalsh(-projected).min() > -1e-12 * np.abs(exact).max()
 
 
@@ -333,3 +339,36 @@ def test_bad_hinges_in_a_structure_are_named():
         ms.Structure(positions=pos, edges=[[0, 1]], hinge_rigidity=-1.0)
     with pytest.raises(ValueError, match="hinge_weights: expected 1 values"):
         ms.Structure(positions=pos, edges=[[0, 1]], hinges=[[0, 1, 2, 3]], hinge_weights=[1.0, 1.0])
+
+
+def test_a_hinge_folding_through_pi_has_no_jump():
+    """Folded flat onto itself the dihedral angle jumps from pi to -pi; the law measures the
+    difference to its rest angle within (-pi, pi], so energy and force do not jump."""
+    k, rest = 2.0, 3.0
+    before, after = folded(np.pi - 1e-6), folded(-np.pi + 1e-6)  # 2e-6 rad apart
+    e_before, f_before, _, _ = hinge_terms(k, rest, before)
+    e_after, f_after, _, _ = hinge_terms(k, rest, after)
+    assert e_before == pytest.approx(0.5 * k * (np.pi - 3.0) ** 2, rel=1e-4)
+    assert e_after == pytest.approx(e_before, rel=1e-4)
+    np.testing.assert_allclose(f_after, f_before, atol=1e-4 * np.abs(f_before).max())
+
+
+def test_doubled_faces_and_edges_give_no_degenerate_elements():
+    """A face given twice (also turned over) hinges nothing with itself, and an edge given
+    twice is one wire edge: every element has distinct vertices, and it builds."""
+    hinges, _ = ms.hinges_of_faces([[0, 1, 2, 3], [0, 1, 2, 3], [3, 2, 1, 0], [1, 4, 5, 2]])
+    assert len(hinges) and all(len(set(h)) == 4 for h in hinges)
+    joints = ms.wire_joints([[0, 1], [1, 2], [2, 1], [2, 3]])
+    assert sorted(map(tuple, joints)) == [(0, 1, 2), (1, 2, 3)]
+
+
+def test_add_hinges_checks_the_array_s_shape_and_names_the_row():
+    mss = ms.from_arrays(folded(0.3), np.ones(4), fixed=[True, True, False, False])
+    with pytest.raises(ValueError, match=r"hinges: expected an array of shape \(3, 4\)"):
+        mss.add_hinges(np.arange(12).reshape(4, 3) % 4, np.ones(3))
+    rows = np.array([[0, 1, 2, 3], [1, 0, 3, 2], [0, 1, 3, 2]])
+    with pytest.raises(ValueError, match="hinge 2: stiffness must be a number >= 0"):
+        mss.add_hinges(rows, np.array([1.0, 1.0, -1.0]))
+    with pytest.raises(ValueError, match=r"wire joints: expected an array of shape \(1, 3\)"):
+        mss.add_wire_bendings(np.array([0, 2, 3, 1]), np.ones(1))
+    assert len(mss.hinge_bendings) == 0

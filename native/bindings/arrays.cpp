@@ -98,9 +98,10 @@ std::shared_ptr<System<D>> system_from_arrays(const Arr& positions, const Arr& m
 template <class Law, int D, class MakeLaw>
 void add_rows(System<D>& s, const IdxArr& rows, std::size_t n, const char* what, const MakeLaw& law) {
   constexpr int K = Law::K;
-  if (static_cast<std::size_t>(rows.size()) != K * n)
-    throw InputError(std::string(what) + ": expected " + std::to_string(n) + " rows of " + std::to_string(K) +
-                     " vertex indices (one per stiffness), got " + std::to_string(rows.size()) + " values");
+  const bool shaped = rows.ndim() == 2 ? rows.shape(1) == K : rows.size() == 0;
+  if (!shaped || static_cast<std::size_t>(rows.size()) != K * n)
+    throw InputError(std::string(what) + "s: expected an array of shape (" + std::to_string(n) + ", " +
+                     std::to_string(K) + ") of vertex indices (one row per stiffness)");
   std::vector<Law> laws;
   std::vector<std::array<Connector, K>> ends;
   for (std::size_t r = 0; r < n; ++r) {
@@ -114,6 +115,8 @@ void add_rows(System<D>& s, const IdxArr& rows, std::size_t n, const char* what,
       c[k] = s.vertex(static_cast<int>(i));
       moves = moves || c[k].type == MASS;
     }
+    // validated here, by the row's number, also where the row is left out below
+    law(r).validate([&] { return std::string(what) + " " + std::to_string(r); });
     if (!moves) continue;
     laws.push_back(law(r));
     ends.push_back(c);

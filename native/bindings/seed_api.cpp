@@ -199,7 +199,8 @@ void bind_elements(py::module_& m) {
       "Bending of a sheet across the edge a-b that two triangles (a, b, c) and (a, b, d) "
       "share: energy stiffness / 2 (theta - rest_angle)^2, theta the dihedral angle (0 flat), "
       "a moment of stiffness * (theta - rest_angle). stiffness in N m per radian: for a plate "
-      "of flexural rigidity D (N m), 3 D |ab|^2 / (the two triangles' areas). Without rest_angle, the "
+      "of flexural rigidity D (N m), D |ab|^2 / (the two triangles' areas: "
+      "mass_spring.structure.hinge_stiffnesses). Without rest_angle, the "
       "angle where the four are when the hinge is added (the modelled shape).")
       .def(py::init([](double stiffness, const py::sequence& c, std::optional<double> rest_angle) {
              return HingeBendingSpec{HingeBending{stiffness, rest_angle.value_or(std::nan(""))},

@@ -25,7 +25,8 @@ Mat9 symmetric_blocks(const Mat<3>& aa, const Mat<3>& ae, const Mat<3>& ab, cons
 
 }  // namespace
 
-DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3) {
+DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
+                             bool hessian) {
   DihedralAngle out;
   const Vec<3> a = x2 - x0, e = x1 - x0, b = x3 - x0;
   const double ee = e.squaredNorm(), le = std::sqrt(ee);
@@ -45,6 +46,18 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
   gL.segment<3>(3) = e / le;
   const Vec9 gY = T * gL + le * gT;
 
+  // theta = atan2(Y, X): its gradient (X gY - Y gX) / R and that gradient's derivative.
+  // (a, e, b) = S (x0, x1, x2, x3): a = x2 - x0, e = x1 - x0, b = x3 - x0. S is made of
+  // identity blocks, so S^T g and S^T H S are sums of 3x3 blocks (as products of dense
+  // matrices they cost more than everything above).
+  constexpr int at[4] = {-1, 3, 0, 6};  // where x1 (e), x2 (a), x3 (b) are among (a, e, b)
+  const Vec9 g = (X * gY - Y * gX) / R;
+  out.ok = true;
+  out.theta = std::atan2(Y, X);
+  out.grad.segment<3>(0) = -(g.segment<3>(0) + g.segment<3>(3) + g.segment<3>(6));
+  for (int j = 1; j < 4; ++j) out.grad.segment<3>(3 * j) = g.segment<3>(at[j]);
+  if (!hessian) return out;
+
   const Mat9 HT = symmetric_blocks(Z, cross_matrix(b), -cross_matrix(e), Z, cross_matrix(a), Z);
   const Mat9 HX = symmetric_blocks(Z, eb * I + e * b.transpose() - 2.0 * b * e.transpose(),
                                    e * e.transpose() - ee * I,
@@ -53,24 +66,11 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
   Mat9 HL = Mat9::Zero();
   HL.block<3, 3>(3, 3) = (I - e * e.transpose() / ee) / le;
   const Mat9 HY = T * HL + gL * gT.transpose() + gT * gL.transpose() + le * HT;
-
-  // theta = atan2(Y, X): its gradient (X gY - Y gX) / R and that gradient's derivative.
-  const Vec9 g = (X * gY - Y * gX) / R;
   Mat9 H = (X * HY - Y * HX + gY * gX.transpose() - gX * gY.transpose()) / R -
            g * (2.0 * (X * gX + Y * gY)).transpose() / R;
   H = 0.5 * (H + H.transpose());  // symmetric in exact arithmetic
-
-  // (a, e, b) = S (x0, x1, x2, x3): a = x2 - x0, e = x1 - x0, b = x3 - x0. S is made of
-  // identity blocks, so S^T g and S^T H S are sums of 3x3 blocks (as products of dense
-  // matrices they cost more than everything above).
-  out.ok = true;
-  out.theta = std::atan2(Y, X);
-  constexpr int at[4] = {-1, 3, 0, 6};  // where x1 (e), x2 (a), x3 (b) are among (a, e, b)
-  Vec<3> g0 = Vec<3>::Zero();
   Mat<3> h00 = Mat<3>::Zero();
   for (int j = 1; j < 4; ++j) {
-    out.grad.segment<3>(3 * j) = g.segment<3>(at[j]);
-    g0 -= g.segment<3>(at[j]);
     Mat<3> column = Mat<3>::Zero();  // the sum of block column j of H over a, e, b
     for (int i = 1; i < 4; ++i) {
       out.hess.block<3, 3>(3 * i, 3 * j) = H.block<3, 3>(at[i], at[j]);
@@ -80,7 +80,6 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
     out.hess.block<3, 3>(3 * j, 0) = -column.transpose();
     h00 += column;
   }
-  out.grad.segment<3>(0) = g0;
   out.hess.block<3, 3>(0, 0) = h00;
   return out;
 }

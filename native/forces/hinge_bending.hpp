@@ -27,10 +27,12 @@ struct HingeBending {
   static constexpr int K = 4;
   static constexpr const char* kName = "HingeBending";
   static constexpr int kMinDimension = 3;  // a hinge bends a sheet: 3-D only
-  // Exact derivatives in Newton's matrix, as for the wire (forces/wire_bending.hpp).
-  static constexpr bool kProjectInNewton = false;
+  // Newton's projected matrix (the default) takes the Gauss-Newton part k grad(theta)
+  // grad(theta)^T: positive semi-definite, and without theta's Hessian, which costs most
+  // of a hinge's evaluation (docs/performance.md, "Angular bending").
+  static constexpr bool kProjectInNewton = true;
   double stiffness = 0.0;   // k, N m per radian
-  double rest_angle = 0.0;  // theta_rest, radians in (-pi, pi]
+  double rest_angle = 0.0;  // theta_rest, radians in [-pi, pi]
 
   template <class Item>
   void validate(const Item& item) const {
@@ -38,7 +40,8 @@ struct HingeBending {
       throw InputError(item() + ": stiffness must be a number >= 0 (N m per radian), got " +
                        std::to_string(stiffness));
     constexpr double kPi = 3.14159265358979323846;
-    if (!(std::isfinite(rest_angle) && std::abs(rest_angle) <= kPi))
+    // NaN: not given, the angle where the vertices are when added (take_rest_shape)
+    if (!(std::isnan(rest_angle) || std::abs(rest_angle) <= kPi))
       throw InputError(item() + ": rest_angle must be an angle in radians within [-pi, pi], got " +
                        std::to_string(rest_angle));
   }
@@ -47,23 +50,25 @@ struct HingeBending {
   template <int D>
   void take_rest_shape(const std::array<Vec<D>, 4>& x);
 
-  // With `definite`, -dfdx keeps only its positive part (positive_part). In 2-D a hinge
-  // has no meaning (System refuses it); its terms are zero.
+  // With `definite`, -dfdx is the Gauss-Newton part k grad(theta) grad(theta)^T (positive
+  // semi-definite; the forces are exact either way). In 2-D a hinge has no meaning
+  // (System refuses it); its terms are zero.
   template <int D>
   StencilTerms<4, D> terms(const std::array<Vec<D>, 4>& x, const std::array<Vec<D>, 4>& v,
                            bool definite = false) const;
 };
 
-// The dihedral angle of the hinge (x0, x1; x2, x3), its gradient and Hessian in the
-// 12 coordinates (x0, x1, x2, x3). `ok` is false where it has no direction (a triangle
-// of zero area or an edge of zero length): then all are zero.
+// The dihedral angle of the hinge (x0, x1; x2, x3), its gradient and (with `hessian`)
+// its Hessian in the 12 coordinates (x0, x1, x2, x3). `ok` is false where it has no
+// direction (a triangle of zero area or an edge of zero length): then all are zero.
 struct DihedralAngle {
   bool ok = false;
   double theta = 0.0;
   Eigen::Matrix<double, 12, 1> grad = Eigen::Matrix<double, 12, 1>::Zero();
   Eigen::Matrix<double, 12, 12> hess = Eigen::Matrix<double, 12, 12>::Zero();
 };
-DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3);
+DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
+                             bool hessian = true);
 
 template <int D>
 void HingeBending::take_rest_shape(const std::array<Vec<D>, 4>& x) {
@@ -76,15 +81,15 @@ StencilTerms<4, D> HingeBending::terms(const std::array<Vec<D>, 4>& x, const std
                                        bool definite) const {
   StencilTerms<4, D> out;
   if constexpr (D == 3) {
-    const DihedralAngle angle = dihedral_angle(x[0], x[1], x[2], x[3]);
+    const DihedralAngle angle = dihedral_angle(x[0], x[1], x[2], x[3], !definite);
     if (!angle.ok) return out;
-    const double d = angle.theta - rest_angle;
+    // The angle's difference from its rest angle, within (-pi, pi]: atan2 jumps by 2 pi
+    // where the hinge folds flat onto itself (test_a_hinge_folding_through_pi_has_no_jump).
+    const double d = std::remainder(angle.theta - rest_angle, 2.0 * 3.14159265358979323846);
     out.energy = 0.5 * stiffness * d * d;
     out.f = -stiffness * d * angle.grad;
-    Eigen::Matrix<double, 12, 12> stiff =
-        stiffness * (angle.grad * angle.grad.transpose() + d * angle.hess);
-    if (definite) stiff = positive_part<12>(stiff);
-    out.dfdx = -stiff;
+    out.dfdx = -stiffness * angle.grad * angle.grad.transpose();
+    if (!definite) out.dfdx -= stiffness * d * angle.hess;
   }
   return out;
 }

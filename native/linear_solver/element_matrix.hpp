@@ -74,6 +74,7 @@ class ElementMatrix {
     }
     stencil_node_.assign(stencil_start_.empty() ? 0 : stencil_start_.back(), -1);
     stencil_value_.assign(stencil_value_start_.back(), 0.0);
+    merged_.fresh = false;
   }
   // Stencil s over masses nodes[0 ... k - 1] (-1 for a fix), with its block B ((kD) x (kD)).
   template <class Block>
@@ -83,6 +84,7 @@ class ElementMatrix {
     double* out = &stencil_value_[stencil_value_start_[s]];
     for (int r = 0; r < n; ++r)
       for (int c = 0; c < n; ++c) out[n * r + c] = B(r, c);
+    merged_.fresh = false;
   }
   // Stencil s's vertices (-1: a fix), its count, and its block ((kD) x (kD), row-major).
   const int* stencil_nodes(int s) const { return &stencil_node_[stencil_start_[s]]; }
@@ -195,24 +197,72 @@ class ElementMatrix {
     for (const int* p = first; p != last; ++p) add_pair<D>(x, y, *p, offset);
   }
 
-  // y += the stencils times x, one after another (after the pairs' chunks have added up:
-  // the same bits on any number of workers).
+  // y += the stencils times x, node by node through their merged blocks (after the pairs'
+  // chunks have added up: the same bits on any number of workers). A hinge's 12 x 12
+  // block couples 16 node pairs, most shared with its neighbours: merged, a product
+  // multiplies each pair once (docs/performance.md, "Angular bending").
   template <int D>
   void add_stencils(const Eigen::VectorXd& x, Eigen::VectorXd& y) const {
-    for (int st = 0; st < num_stencils(); ++st) {
-      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first, n = k * D;
-      const double* B = &stencil_value_[stencil_value_start_[st]];
-      for (int i = 0; i < k; ++i) {
-        const int a = stencil_node_[first + i];
-        if (a < 0) continue;
-        for (int j = 0; j < k; ++j) {
-          const int b = stencil_node_[first + j];
-          if (b < 0) continue;
-          using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
-          y.template segment<D>(D * a) += Block(B + n * D * i + D * j, Eigen::OuterStride<>(n)) * x.template segment<D>(D * b);
-        }
-      }
+    if (num_stencils() == 0) return;
+    merge_stencils<D>();
+    using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
+    const int rows = static_cast<int>(merged_.row_start.size()) - 1;
+    for (int a = 0; a < rows; ++a) {
+      Eigen::Matrix<double, D, 1> sum = Eigen::Matrix<double, D, 1>::Zero();
+      for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k)
+        sum += Block(&merged_.value[static_cast<std::size_t>(k) * D * D]) * x.template segment<D>(D * merged_.col[k]);
+      y.template segment<D>(D * a) += sum;
     }
+  }
+
+  // merged_ brought up to date with the stencils' nodes and values: its pattern once per
+  // set of nodes, its values once per assembly, both in one fixed order.
+  template <int D>
+  void merge_stencils() const {
+    if (merged_.fresh) return;
+    const int nm = num_masses();
+    if (merged_.nodes != stencil_node_ || static_cast<int>(merged_.row_start.size()) != nm + 1) {
+      std::vector<std::vector<int>> cols(nm);
+      for (int st = 0; st < num_stencils(); ++st)
+        for (int i = stencil_start_[st]; i < stencil_start_[st + 1]; ++i)
+          for (int j = stencil_start_[st]; j < stencil_start_[st + 1]; ++j)
+            if (stencil_node_[i] >= 0 && stencil_node_[j] >= 0) cols[stencil_node_[i]].push_back(stencil_node_[j]);
+      merged_.row_start.assign(nm + 1, 0);
+      merged_.col.clear();
+      for (int a = 0; a < nm; ++a) {
+        std::sort(cols[a].begin(), cols[a].end());
+        cols[a].erase(std::unique(cols[a].begin(), cols[a].end()), cols[a].end());
+        merged_.col.insert(merged_.col.end(), cols[a].begin(), cols[a].end());
+        merged_.row_start[a + 1] = static_cast<int>(merged_.col.size());
+      }
+      merged_.slot.clear();
+      for (int st = 0; st < num_stencils(); ++st)
+        for (int i = stencil_start_[st]; i < stencil_start_[st + 1]; ++i)
+          for (int j = stencil_start_[st]; j < stencil_start_[st + 1]; ++j) {
+            const int a = stencil_node_[i], b = stencil_node_[j];
+            if (a < 0 || b < 0) {
+              merged_.slot.push_back(-1);
+              continue;
+            }
+            const auto begin = merged_.col.begin() + merged_.row_start[a], end = merged_.col.begin() + merged_.row_start[a + 1];
+            merged_.slot.push_back(static_cast<int>(std::lower_bound(begin, end, b) - merged_.col.begin()));
+          }
+      merged_.nodes = stencil_node_;
+    }
+    merged_.value.assign(merged_.col.size() * D * D, 0.0);
+    std::size_t block = 0;
+    for (int st = 0; st < num_stencils(); ++st) {
+      const int k = stencil_start_[st + 1] - stencil_start_[st], n = k * D;
+      const double* B = &stencil_value_[stencil_value_start_[st]];
+      for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j, ++block) {
+          if (merged_.slot[block] < 0) continue;
+          double* out = &merged_.value[static_cast<std::size_t>(merged_.slot[block]) * D * D];
+          for (int r = 0; r < D; ++r)
+            for (int c = 0; c < D; ++c) out[D * r + c] += B[(D * i + r) * n + D * j + c];
+        }
+    }
+    merged_.fresh = true;
   }
 
   template <int D>
@@ -278,6 +328,15 @@ class ElementMatrix {
   std::vector<double> stencil_value_;
   // A parallel product's chunks of pairs, by where they lie.
   mutable ChunkPlan plan_;
+  // The stencils' blocks summed per pair of masses (merge_stencils): rows as CSR over the
+  // masses, slot[b] the merged block that the stencils' b-th D x D block adds into (-1:
+  // a fix), `nodes` the stencils' masses the pattern was made for.
+  struct MergedStencils {
+    bool fresh = false;
+    std::vector<int> nodes, row_start, col, slot;
+    std::vector<double> value;
+  };
+  mutable MergedStencils merged_;
 };
 
 }  // namespace ms

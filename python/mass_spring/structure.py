@@ -293,7 +293,7 @@ def hinges_of_triangles(triangles) -> np.ndarray:
     """(H, 4) vertex indices of the hinges of a triangle mesh: for every edge two triangles
     share, the edge's two vertices (in the first triangle's order), then the vertex
     opposite it in each triangle. An edge of more than two triangles (a non-manifold mesh)
-    hinges each triangle with the next one around it. These are the elements of angular
+    hinges each triangle with the next one in the input's order. These are the elements of angular
     bending (``HingeBending``, ``MassSpringSystem3d.add_hinges``).
     """
     tris = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
@@ -305,7 +305,8 @@ def hinges_of_triangles(triangles) -> np.ndarray:
     key = key[order]
     same = np.flatnonzero((key[1:] == key[:-1]).all(axis=1))  # k and k + 1: one edge
     r1, r2 = order[same], order[same + 1]
-    return np.column_stack([a[r1], b[r1], o[r1], o[r2]])
+    two = o[r1] != o[r2]  # a triangle given twice (a doubled face) is no hinge
+    return np.column_stack([a[r1], b[r1], o[r1], o[r2]])[two]
 
 
 def hinges_of_faces(faces) -> tuple[np.ndarray, np.ndarray]:
@@ -357,7 +358,7 @@ def wire_joints(edges, faces=()) -> np.ndarray:
         f = list(f)
         in_face.update(frozenset((f[k], f[(k + 1) % len(f)])) for k in range(len(f)))
     wire = np.array([frozenset(e) not in in_face for e in map(tuple, edges)], dtype=bool)
-    w = edges[wire] if len(edges) else edges
+    w = np.unique(np.sort(edges[wire], axis=1), axis=0) if len(edges) else edges  # once each
     if not len(w):
         return np.zeros((0, 3), dtype=np.int64)
     ends = w.ravel()
