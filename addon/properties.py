@@ -257,9 +257,21 @@ class MassSpringCollisionSettings(bpy.types.PropertyGroup):
 classes = (MassSpringSettings, MassSpringCollisionSettings)
 
 
+@bpy.app.handlers.persistent
+def write_older_bending_model(_path=None) -> None:
+    """On opening a file, an object set up before there was a bending model that has
+    bending springs gets 'LINEAR' written out: the panel then shows the model the bake
+    uses, and copying or resetting the field acts on that (bending_model below)."""
+    for obj in bpy.data.objects:
+        settings = getattr(obj, "mass_spring", None)
+        if obj.library is None and settings is not None and bending_model(settings) != settings.bending_model:
+            settings.bending_model = bending_model(settings)
+
+
 def register():
     for cls in classes:
         bpy.utils.register_class(cls)
+    bpy.app.handlers.load_post.append(write_older_bending_model)
     bpy.types.Object.mass_spring = PointerProperty(
         type=MassSpringSettings,
         name="Mass–Spring",
@@ -273,6 +285,8 @@ def register():
 
 
 def unregister():
+    if write_older_bending_model in bpy.app.handlers.load_post:
+        bpy.app.handlers.load_post.remove(write_older_bending_model)
     del bpy.types.Object.mass_spring_collision
     del bpy.types.Object.mass_spring
     for cls in reversed(classes):
@@ -282,7 +296,8 @@ def unregister():
 def bending_model(settings) -> str:
     """The bending model a bake uses: the panel's, except for an object set up before there
     was a choice (the model never set) that has bending springs: it keeps them, as it did
-    (tests/test_bending.py, test_an_older_file_keeps_its_bending_springs)."""
+    (tests/test_bending.py, test_an_older_file_keeps_its_bending_springs). Opening a file
+    writes that out (write_older_bending_model); this rule holds where no file was opened."""
     if settings.is_property_set("bending_model") or settings.bending_stiffness <= 0:
         return settings.bending_model
     return 'LINEAR'

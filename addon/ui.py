@@ -84,9 +84,9 @@ class PHYSICS_PT_mass_spring_springs(MassSpringPanelBase, bpy.types.Panel):
         layout.prop(settings, "shear_stiffness")
         layout.prop(settings, "bending_model")
         if bending_model(settings) == 'LINEAR':
-            layout.prop(settings, "bending_stiffness")
-            if not settings.is_property_set("bending_model") and settings.bending_model != 'LINEAR':
+            if settings.bending_model != 'LINEAR':
                 layout.label(text="Linear: bending springs set up before there was a choice")
+            layout.prop(settings, "bending_stiffness")
         else:
             layout.prop(settings, "bending_rigidity")
 

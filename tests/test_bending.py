@@ -89,14 +89,18 @@ def test_an_older_file_keeps_its_bending_springs(tmp_path):
     bpy = require_bpy()
     obj = strip_object("Old")
     obj.mass_spring.bending_stiffness = 50.0  # as an older version left it
+    assert not obj.mass_spring.is_property_set("bending_model")
+    assert submodule("properties").bending_model(obj.mass_spring) == 'LINEAR'
     path = str(tmp_path / "old.blend")
     bpy.ops.wm.save_as_mainfile(filepath=path)
     bpy.ops.wm.open_mainfile(filepath=path)
     obj = bpy.data.objects["Old"]
     s = obj.mass_spring
-    assert not s.is_property_set("bending_model")
-    assert submodule("properties").bending_model(s) == 'LINEAR'
+    # opening the file wrote the model out: the panel shows what the bake uses
+    assert s.is_property_set("bending_model") and s.bending_model == 'LINEAR'
     assert len(submodule("mesh_arrays").mesh_to_arrays(obj).bending_pairs)
+    new = strip_object("New")  # a new object in the same file: angular, untouched
+    assert new.mass_spring.bending_model == 'ANGULAR' and not new.mass_spring.is_property_set("bending_model")
     s.bending_model = 'ANGULAR'
     s.bending_rigidity = D
     arrays = submodule("mesh_arrays").mesh_to_arrays(obj)
