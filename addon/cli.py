@@ -101,6 +101,11 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
                    help="override the error control's tolerance (a fraction of each object's "
                         "mean edge length, or of 1/40 of its size if that is longer; 0: fixed "
                         "steps) for this bake")
+    p.add_argument("--bending-model", type=str.lower, choices=("angular", "linear"),
+                   help="override every object's bending model for this bake")
+    p.add_argument("--bending-rigidity", type=float, metavar="D",
+                   help="override the angular model's flexural rigidity for this bake: D in "
+                        "N·m for sheets, EI in N·m² for wires")
     p.add_argument("--no-collisions", action="store_true",
                    help="bake without the scene's Collision objects (default: every object "
                         "with Collisions on meets them)")
@@ -148,6 +153,8 @@ def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> arg
         parser.error(f"--rho-inf must be between 0 and 1, got {args.rho_inf}")
     if args.accuracy is not None and not (args.accuracy == 0.0 or 1e-9 <= args.accuracy <= 0.5):
         parser.error(f"--accuracy must be 0 (fixed steps) or between 1e-9 and 0.5, got {args.accuracy}")
+    if args.bending_rigidity is not None and not 0.0 <= args.bending_rigidity <= 1e9:
+        parser.error(f"--bending-rigidity must be between 0 and 1e9, got {args.bending_rigidity}")
     if args.substeps is not None and not 1 <= args.substeps <= MAX_SUBSTEPS:
         parser.error(f"--substeps must be between 1 and {MAX_SUBSTEPS}, got {args.substeps}")
     for option, frame in (("--frame-start", args.frame_start), ("--frame-end", args.frame_end)):
@@ -274,6 +281,10 @@ def bake_overrides(scene, obj, args) -> dict:
         overrides["substeps"] = args.substeps
     if args.accuracy is not None:
         overrides["accuracy"] = args.accuracy
+    if args.bending_model:
+        overrides["bending_model"] = args.bending_model.upper()
+    if args.bending_rigidity is not None:
+        overrides["bending_rigidity"] = args.bending_rigidity
     if args.no_collisions:
         overrides["use_collisions"] = False
     return overrides

@@ -132,3 +132,18 @@ def test_a_bent_wire_of_loose_edges_gets_joints():
     obj.mass_spring.bending_rigidity = 0.01
     arrays = submodule("mesh_arrays").mesh_to_arrays(obj)
     assert sorted(map(tuple, arrays.wire_joints)) == [(i, i + 1, i + 2) for i in range(4)]
+
+
+def test_the_command_line_chooses_the_model_for_one_bake():
+    """--bending-model and --bending-rigidity become the bake's overrides; bad values are
+    usage errors."""
+    cli = submodule("cli")
+    parser = cli.build_parser()
+    obj = strip_object()
+    args = cli.check_args(parser.parse_args(["in.blend", "--bending-model", "Angular",
+                                             "--bending-rigidity", "3"]), parser)
+    overrides = cli.bake_overrides(obj.users_scene[0], obj, args)
+    assert overrides["bending_model"] == 'ANGULAR' and overrides["bending_rigidity"] == 3.0
+    for bad in (["--bending-model", "cubic"], ["--bending-rigidity", "-1"], ["--bending-rigidity", "nan"]):
+        with pytest.raises(SystemExit):
+            cli.check_args(parser.parse_args(["in.blend", *bad]), parser)
