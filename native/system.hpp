@@ -136,6 +136,7 @@ class System {
   // masses kContactGrain a chunk in the nearest-point searches.
   static constexpr int kSplitMinMasses = 1000;
   static constexpr long kSpringGrain = 256;
+  static constexpr long kStencilGrain = 128;  // a hinge costs about what two springs do
   static constexpr long kContactGrain = 256;
   static constexpr int kMultigridMinMasses = 4000;
   // Under error control Newton's linear systems are solved to 1e-1, where a V-cycle beats
@@ -374,11 +375,20 @@ class System {
   // the order of Stencils), made with the pattern.
   std::vector<int> stencil_layout() const;
   std::vector<int> stencil_layout_;
+  // Each law's stencils in chunks by where they lie (in the order of Stencils), as the
+  // springs' (SpringChunks; one chunk below kSplitMinMasses masses). Made with the pattern.
+  std::vector<ChunkPlan> plan_stencil_chunks() const;
+  std::vector<ChunkPlan> stencil_chunks_;
   // Adds the stencils' forces (into F) and blocks (into matrix); the largest force.
   double add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F, ElementMatrix* matrix) const;
   double stencils_energy(const Kinematics& kin) const;
   template <class F>
   void each_stencil(const Kinematics& kin, const F& f) const;
+  // Element e of a law's stencils: its vertices' positions x, velocities v and masses
+  // (nodes; -1: a fix) at `kin`.
+  template <class Set, int K>
+  void stencil_vertices(const Kinematics& kin, const Set& set, std::size_t e, std::array<VecD, K>& x,
+                        std::array<VecD, K>& v, std::array<int, K>& nodes) const;
   double max_spring_stiffness() const;
   double stencils_stiffness() const;
   // Contact of mass i at this instant (none in 2-D or without colliders): the sum over

@@ -22,11 +22,12 @@ def restore_workers():
     ms.set_num_threads(before)
 
 
-def folding_sheet(n: int):
+def folding_sheet(n: int, **bending):
     """Flat, pinned by two corners of one side, under error control: it folds as it falls
-    (multigrid, chunked smoother, chunked assembly and products)."""
-    sheet = presets.cloth(n, spacing=1.0 / (n - 1), pins=(0, n - 1), shear_stiffness=200.0,
-                          bending_stiffness=5.0)
+    (multigrid, chunked smoother, chunked assembly and products; with angular bending,
+    chunked hinges and merged stencil blocks)."""
+    bending = bending or {"bending_stiffness": 5.0}
+    sheet = presets.cloth(n, spacing=1.0 / (n - 1), pins=(0, n - 1), shear_stiffness=200.0, **bending)
     system = build_system(sheet)
     system.tolerance = 1e-2
     system.simulate(0.25, 6)
@@ -39,7 +40,8 @@ def long_bridge():
     return system
 
 
-@pytest.mark.parametrize("make", [lambda: folding_sheet(65), long_bridge], ids=["sheet65", "bridge"])
+@pytest.mark.parametrize("make", [lambda: folding_sheet(65), lambda: folding_sheet(33, bending_rigidity=1e-4),
+                                  long_bridge], ids=["sheet65", "hinged_sheet33", "bridge"])
 def test_any_number_of_workers_gives_the_same_bits(make, restore_workers):
     runs = {}
     for workers in (1, 2, 3, 4):

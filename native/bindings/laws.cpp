@@ -32,7 +32,7 @@ py::tuple stencil_terms(const Law& law, const py::array_t<double>& x, const py::
   std::array<Vec<D>, K> xs, vs;
   for (int j = 0; j < K; ++j)
     for (int d = 0; d < D; ++d) xs[j](d) = x.at(j, d), vs[j](d) = v.at(j, d);
-  const auto t = law.template terms<D>(xs, vs, definite);
+  const auto t = law.template terms<D>(xs, vs, definite ? Need::kProjected : Need::kJacobian);
   constexpr int N = K * D;
   return py::make_tuple(t.energy, as_array(t.f, N, 0), matrix_array(t.dfdx.data(), N, N),
                         matrix_array(t.dfdv.data(), N, N));

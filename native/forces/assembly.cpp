@@ -139,6 +139,18 @@ std::vector<int> System<D>::stencil_layout() const {
   return start;
 }
 
+template <int D>
+template <class Set, int K>
+void System<D>::stencil_vertices(const Kinematics& kin, const Set& set, std::size_t e, std::array<VecD, K>& x,
+                                 std::array<VecD, K>& v, std::array<int, K>& nodes) const {
+  for (int j = 0; j < K; ++j) {
+    const Connector& c = set.ends[e][j];
+    x[j] = kin.pos(c);
+    v[j] = kin.vel(c);
+    nodes[j] = c.type == MASS ? c.nr : -1;
+  }
+}
+
 // f(law, x, v, nodes) for every stencil at `kin`, in the order of Stencils and then of
 // their addition: x and v its vertices' positions and velocities, nodes their masses
 // (-1: a fix).
@@ -150,36 +162,75 @@ void System<D>::each_stencil(const Kinematics& kin, const F& f) const {
     std::array<VecD, K> x, v;
     std::array<int, K> nodes;
     for (std::size_t e = 0; e < set.size(); ++e) {
-      for (int j = 0; j < K; ++j) {
-        const Connector& c = set.ends[e][j];
-        x[j] = kin.pos(c);
-        v[j] = kin.vel(c);
-        nodes[j] = c.type == MASS ? c.nr : -1;
-      }
+      stencil_vertices<std::decay_t<decltype(set)>, K>(kin, set, e, x, v, nodes);
       f(set.laws[e], x, v, nodes);
     }
   });
 }
 
-// One after another, after the springs (whose chunks have added up): the same bits on any
-// number of workers.
+template <int D>
+std::vector<ChunkPlan> System<D>::plan_stencil_chunks() const {
+  std::vector<ChunkPlan> plans;
+  for_each_set(model_.stencils, [&](const auto& set) {
+    const long n = static_cast<long>(set.size());
+    const int chunks = num_masses() >= kSplitMinMasses ? chunk_count(n, kStencilGrain) : 1;
+    plans.push_back(plan_by_nodes(n, num_masses(), chunks, D, [&](long e, auto&& visit) {
+      for (const Connector& end : set.ends[e]) visit(end.type == MASS ? end.nr : -1);
+    }));
+  });
+  return plans;
+}
+
+// Each law's stencils in their chunks at once, as the springs: each chunk adds its forces
+// into its own sum (added in chunk order) and writes its own stencils' blocks, so the
+// result has the same bits on any number of workers.
 template <int D>
 double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F,
                                ElementMatrix* matrix) const {
+  const std::vector<ChunkPlan> planned = pattern_ready_ ? std::vector<ChunkPlan>() : plan_stencil_chunks();
+  const std::vector<ChunkPlan>& plans = pattern_ready_ ? stencil_chunks_ : planned;
   double largest = 0;
-  int stencil = 0;
-  each_stencil(kin, [&](const auto& law, const auto& x, const auto& v, const auto& nodes) {
-    using Law = std::decay_t<decltype(law)>;
-    const auto t = law.template terms<D>(x, v, Law::kProjectInNewton && definite_newton_);
-    if (F)
-      for (int j = 0; j < Law::K; ++j) {
-        if (nodes[j] < 0) continue;
-        const auto fj = t.f.template segment<D>(D * j);
-        F->template segment<D>(D * nodes[j]) += fj;
-        largest = std::max(largest, fj.cwiseAbs().maxCoeff());
+  int law = 0, first_stencil = 0;
+  for_each_set(model_.stencils, [&](const auto& set) {
+    using Set = std::decay_t<decltype(set)>;
+    using Law = typename Set::Law;
+    constexpr int K = Set::K;
+    const Need need = !matrix ? Need::kForces
+                      : Law::kProjectInNewton && definite_newton_ ? Need::kProjected : Need::kJacobian;
+    // The stencils order[first ... last - 1], their forces added to `out` (which holds
+    // the entries from `offset` on): the largest force.
+    auto add = [&](const int* first, const int* last, VectorXd* out, Eigen::Index offset) {
+      double most = 0;
+      std::array<VecD, K> x, v;
+      std::array<int, K> nodes;
+      for (const int* e = first; e != last; ++e) {
+        stencil_vertices<Set, K>(kin, set, *e, x, v, nodes);
+        const auto t = set.laws[*e].template terms<D>(x, v, need);
+        if (out)
+          for (int j = 0; j < K; ++j) {
+            if (nodes[j] < 0) continue;
+            const auto fj = t.f.template segment<D>(D * j);
+            out->template segment<D>(D * nodes[j] - offset) += fj;
+            most = std::max(most, fj.cwiseAbs().maxCoeff());
+          }
+        if (matrix) matrix->set_stencil(first_stencil + *e, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
       }
-    if (matrix) matrix->set_stencil(stencil, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
-    ++stencil;
+      return most;
+    };
+    const ChunkPlan& plan = plans[law++];
+    const int chunks = plan.chunks();
+    if (chunks == 1) {
+      largest = std::max(largest, add(plan.order.data(), plan.order.data() + set.size(), F, 0));
+    } else {
+      ChunkSums sums(plan.spans, F);
+      std::vector<double> chunk_largest(chunks, 0.0);
+      WorkerPool::shared().run(chunks, [&](int c) {
+        chunk_largest[c] = add(&plan.order[plan.start[c]], &plan.order[0] + plan.start[c + 1], sums.sum(c), sums.offset(c));
+      });
+      sums.finish();
+      for (double l : chunk_largest) largest = std::max(largest, l);
+    }
+    first_stencil += static_cast<int>(set.size());
   });
   return largest;
 }
@@ -210,7 +261,7 @@ template <int D>
 double System<D>::stencils_energy(const Kinematics& kin) const {
   double energy = 0;
   each_stencil(kin, [&](const auto& law, const auto& x, const auto& v, const auto&) {
-    energy += law.template terms<D>(x, v).energy;
+    energy += law.template terms<D>(x, v, Need::kEnergy).energy;
   });
   return energy;
 }
@@ -384,6 +435,7 @@ void System<D>::ensure_pattern() {
 
   spring_chunks_ = plan_spring_chunks();
   stencil_layout_ = stencil_layout();
+  stencil_chunks_ = plan_stencil_chunks();
   ElementMatrix pattern;
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);

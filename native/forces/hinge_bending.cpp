@@ -26,7 +26,7 @@ Mat9 symmetric_blocks(const Mat<3>& aa, const Mat<3>& ae, const Mat<3>& ab, cons
 }  // namespace
 
 DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
-                             bool hessian) {
+                             int derivatives) {
   DihedralAngle out;
   const Vec<3> a = x2 - x0, e = x1 - x0, b = x3 - x0;
   const double ee = e.squaredNorm(), le = std::sqrt(ee);
@@ -37,6 +37,9 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
     return out;
   const double X = n1.dot(n2), T = e.cross(a).dot(b), Y = le * T;
   const double R = X * X + Y * Y;  // (|n1| |n2|)^2
+  out.ok = true;
+  out.theta = std::atan2(Y, X);
+  if (derivatives == 0) return out;
   const double ae = a.dot(e), eb = e.dot(b), ab = a.dot(b);
   const Mat<3> I = Mat<3>::Identity(), Z = Mat<3>::Zero();
 
@@ -52,11 +55,9 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
   // matrices they cost more than everything above).
   constexpr int at[4] = {-1, 3, 0, 6};  // where x1 (e), x2 (a), x3 (b) are among (a, e, b)
   const Vec9 g = (X * gY - Y * gX) / R;
-  out.ok = true;
-  out.theta = std::atan2(Y, X);
   out.grad.segment<3>(0) = -(g.segment<3>(0) + g.segment<3>(3) + g.segment<3>(6));
   for (int j = 1; j < 4; ++j) out.grad.segment<3>(3 * j) = g.segment<3>(at[j]);
-  if (!hessian) return out;
+  if (derivatives < 2) return out;
 
   const Mat9 HT = symmetric_blocks(Z, cross_matrix(b), -cross_matrix(e), Z, cross_matrix(a), Z);
   const Mat9 HX = symmetric_blocks(Z, eb * I + e * b.transpose() - 2.0 * b * e.transpose(),

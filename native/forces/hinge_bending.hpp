@@ -50,17 +50,18 @@ struct HingeBending {
   template <int D>
   void take_rest_shape(const std::array<Vec<D>, 4>& x);
 
-  // With `definite`, -dfdx is the Gauss-Newton part k grad(theta) grad(theta)^T (positive
-  // semi-definite; the forces are exact either way). In 2-D a hinge has no meaning
-  // (System refuses it); its terms are zero.
+  // With Need::kProjected, -dfdx is the Gauss-Newton part k grad(theta) grad(theta)^T
+  // (positive semi-definite; the forces are exact either way). In 2-D a hinge has no
+  // meaning (System refuses it); its terms are zero.
   template <int D>
   StencilTerms<4, D> terms(const std::array<Vec<D>, 4>& x, const std::array<Vec<D>, 4>& v,
-                           bool definite = false) const;
+                           Need need = Need::kJacobian) const;
 };
 
-// The dihedral angle of the hinge (x0, x1; x2, x3), its gradient and (with `hessian`)
-// its Hessian in the 12 coordinates (x0, x1, x2, x3). `ok` is false where it has no
-// direction (a triangle of zero area or an edge of zero length): then all are zero.
+// The dihedral angle of the hinge (x0, x1; x2, x3) and its first `derivatives` (0, 1 or
+// 2) derivatives in the 12 coordinates (x0, x1, x2, x3): gradient and Hessian. `ok` is
+// false where it has no direction (a triangle of zero area or an edge of zero length):
+// then all are zero.
 struct DihedralAngle {
   bool ok = false;
   double theta = 0.0;
@@ -68,28 +69,31 @@ struct DihedralAngle {
   Eigen::Matrix<double, 12, 12> hess = Eigen::Matrix<double, 12, 12>::Zero();
 };
 DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
-                             bool hessian = true);
+                             int derivatives = 2);
 
 template <int D>
 void HingeBending::take_rest_shape(const std::array<Vec<D>, 4>& x) {
   if constexpr (D == 3)
-    if (std::isnan(rest_angle)) rest_angle = dihedral_angle(x[0], x[1], x[2], x[3]).theta;
+    if (std::isnan(rest_angle)) rest_angle = dihedral_angle(x[0], x[1], x[2], x[3], 0).theta;
 }
 
 template <int D>
 StencilTerms<4, D> HingeBending::terms(const std::array<Vec<D>, 4>& x, const std::array<Vec<D>, 4>& /*v*/,
-                                       bool definite) const {
+                                       Need need) const {
   StencilTerms<4, D> out;
   if constexpr (D == 3) {
-    const DihedralAngle angle = dihedral_angle(x[0], x[1], x[2], x[3], !definite);
+    const int derivatives = need == Need::kEnergy ? 0 : need == Need::kJacobian ? 2 : 1;
+    const DihedralAngle angle = dihedral_angle(x[0], x[1], x[2], x[3], derivatives);
     if (!angle.ok) return out;
     // The angle's difference from its rest angle, within (-pi, pi]: atan2 jumps by 2 pi
     // where the hinge folds flat onto itself (test_a_hinge_folding_through_pi_has_no_jump).
     const double d = std::remainder(angle.theta - rest_angle, 2.0 * 3.14159265358979323846);
     out.energy = 0.5 * stiffness * d * d;
+    if (need == Need::kEnergy) return out;
     out.f = -stiffness * d * angle.grad;
+    if (need == Need::kForces) return out;
     out.dfdx = -stiffness * angle.grad * angle.grad.transpose();
-    if (!definite) out.dfdx -= stiffness * d * angle.hess;
+    if (need == Need::kJacobian) out.dfdx -= stiffness * d * angle.hess;
   }
   return out;
 }

@@ -16,6 +16,13 @@
 
 namespace ms {
 
+// What a caller needs of a law's terms, each including the ones before: the energy (error
+// control's energy check every step), the forces (a residual), their exact derivatives
+// (the Jacobian; Newton's matrix) or, for Newton's projected matrix, derivatives whose
+// stiffness is positive semi-definite (System::definite_newton_). A law computes no more
+// than asked: the derivatives of a hinge cost several times its forces.
+enum class Need { kEnergy, kForces, kJacobian, kProjected };
+
 template <int K, int D>
 struct StencilTerms {
   static constexpr int N = K * D;

@@ -42,10 +42,10 @@ struct WireBending {
   template <int D>
   void take_rest_shape(const std::array<Vec<D>, 3>& /*x*/) {}
 
-  // With `definite`, -dfdx keeps only its positive part (positive_part).
+  // With Need::kProjected, -dfdx keeps only its positive part (positive_part).
   template <int D>
   StencilTerms<3, D> terms(const std::array<Vec<D>, 3>& x, const std::array<Vec<D>, 3>& /*v*/,
-                           bool definite = false) const {
+                           Need need = Need::kJacobian) const {
     using MatD = Mat<D>;
     StencilTerms<3, D> out;
     const Vec<D> a = x[1] - x[0], b = x[2] - x[1];
@@ -56,6 +56,10 @@ struct WireBending {
     const double c = u.dot(w);
     // Folded back on itself (c = -1): no direction to unfold in, infinite energy.
     if (!(1.0 + c > 1e-12)) return out;
+    // E = 2 k f(c), f = (1 - c) / (1 + c): f' = -2 / (1 + c)^2, f'' = 4 / (1 + c)^3.
+    const double p = 1.0 + c;
+    out.energy = 2.0 * stiffness * (1.0 - c) / p;
+    if (need == Need::kEnergy) return out;
     const MatD I = MatD::Identity();
     const MatD Pu = I - u * u.transpose(), Pw = I - w * w.transpose();
     const Vec<D> Puw = Pu * w, Pwu = Pw * u;
@@ -63,17 +67,8 @@ struct WireBending {
     // (docs/architecture.md).
     Eigen::Matrix<double, 2 * D, 1> gc;
     gc << Puw / la, Pwu / lb;
-    Eigen::Matrix<double, 2 * D, 2 * D> Hc;
-    Hc.template topLeftCorner<D, D>() = -(u * Puw.transpose() + c * Pu + Puw * u.transpose()) / (la * la);
-    Hc.template bottomRightCorner<D, D>() = -(w * Pwu.transpose() + c * Pw + Pwu * w.transpose()) / (lb * lb);
-    Hc.template topRightCorner<D, D>() = Pu * Pw / (la * lb);
-    Hc.template bottomLeftCorner<D, D>() = Hc.template topRightCorner<D, D>().transpose();
-    // E = 2 k f(c), f = (1 - c) / (1 + c): f' = -2 / (1 + c)^2, f'' = 4 / (1 + c)^3.
-    const double p = 1.0 + c;
-    out.energy = 2.0 * stiffness * (1.0 - c) / p;
     const double dE = -4.0 * stiffness / (p * p), ddE = 8.0 * stiffness / (p * p * p);
     const Eigen::Matrix<double, 2 * D, 1> g = dE * gc;
-    const Eigen::Matrix<double, 2 * D, 2 * D> H = ddE * gc * gc.transpose() + dE * Hc;
     // (a, b) = S (x0, x1, x2): a = x1 - x0, b = x2 - x1.
     Eigen::Matrix<double, 2 * D, 3 * D> S = Eigen::Matrix<double, 2 * D, 3 * D>::Zero();
     S.template block<D, D>(0, 0) = -I;
@@ -81,8 +76,15 @@ struct WireBending {
     S.template block<D, D>(D, D) = -I;
     S.template block<D, D>(D, 2 * D) = I;
     out.f = -S.transpose() * g;
+    if (need == Need::kForces) return out;
+    Eigen::Matrix<double, 2 * D, 2 * D> Hc;
+    Hc.template topLeftCorner<D, D>() = -(u * Puw.transpose() + c * Pu + Puw * u.transpose()) / (la * la);
+    Hc.template bottomRightCorner<D, D>() = -(w * Pwu.transpose() + c * Pw + Pwu * w.transpose()) / (lb * lb);
+    Hc.template topRightCorner<D, D>() = Pu * Pw / (la * lb);
+    Hc.template bottomLeftCorner<D, D>() = Hc.template topRightCorner<D, D>().transpose();
+    const Eigen::Matrix<double, 2 * D, 2 * D> H = ddE * gc * gc.transpose() + dE * Hc;
     Eigen::Matrix<double, 3 * D, 3 * D> stiff = S.transpose() * H * S;
-    if (definite) stiff = positive_part<3 * D>(stiff);
+    if (need == Need::kProjected) stiff = positive_part<3 * D>(stiff);
     out.dfdx = -stiff;
     return out;
   }

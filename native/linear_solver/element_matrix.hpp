@@ -43,6 +43,7 @@ class ElementMatrix {
       std::fill_n(&node_block_[static_cast<std::size_t>(i) * dim * dim], dim * dim, 0.0);
     block_nodes_.clear();
     node_block_.resize(static_cast<std::size_t>(num_masses) * dim * dim, 0.0);
+    merged_.fresh = false;  // the stencils' values are written next (set_stencil)
   }
   void set_mass(int i, double value) { mass_diag_[i] = value; }
   // Pair p between masses a and b (-1 for a fix); W row-major.
@@ -84,7 +85,6 @@ class ElementMatrix {
     double* out = &stencil_value_[stencil_value_start_[s]];
     for (int r = 0; r < n; ++r)
       for (int c = 0; c < n; ++c) out[n * r + c] = B(r, c);
-    merged_.fresh = false;
   }
   // Stencil s's vertices (-1: a fix), its count, and its block ((kD) x (kD), row-major).
   const int* stencil_nodes(int s) const { return &stencil_node_[stencil_start_[s]]; }
@@ -109,8 +109,30 @@ class ElementMatrix {
   int num_masses() const { return static_cast<int>(mass_diag_.size()); }
   int num_rods() const { return static_cast<int>(rod_grad_.size()) / (dim_ > 0 ? dim_ : 1); }
 
-  // The pairs a parallel product cuts into one chunk each (parallel_for.hpp).
+  // The stencils' blocks summed per pair of masses (merge_stencils): rows as CSR over the
+  // masses; merged block k sums the D x D blocks of stencil_value_ that start at
+  // source[source_start[k]] ... source[source_start[k + 1] - 1] (rows source_stride
+  // apart), and the block of the same masses the other way round is transpose[k];
+  // `nodes` the stencils' masses the pattern was made for.
+  struct MergedStencils {
+    bool fresh = false;
+    std::vector<int> nodes, row_start, col, transpose, source_start, source_stride;
+    std::vector<std::size_t> source;
+    std::vector<double> value;
+  };
+  // The stencils' blocks merged, up to date with the last assembly.
+  const MergedStencils& merged_stencils(bool parallel = false) const {
+    if (dim_ == 3)
+      merge_stencils<3>(parallel);
+    else
+      merge_stencils<2>(parallel);
+    return merged_;
+  }
+
+  // The pairs a parallel product cuts into one chunk each (parallel_for.hpp), and the
+  // rows of the merged stencils.
   static constexpr long kPairGrain = 256;
+  static constexpr long kRowGrain = 256;
 
   // y = J x; with `parallel`, the pairs in chunks at once (by their number alone), each
   // chunk's sum kept apart and the sums added in chunk order: the same numbers on any
@@ -197,72 +219,108 @@ class ElementMatrix {
     for (const int* p = first; p != last; ++p) add_pair<D>(x, y, *p, offset);
   }
 
-  // y += the stencils times x, node by node through their merged blocks (after the pairs'
-  // chunks have added up: the same bits on any number of workers). A hinge's 12 x 12
-  // block couples 16 node pairs, most shared with its neighbours: merged, a product
-  // multiplies each pair once (docs/performance.md, "Angular bending").
+  // y += the stencils times x, node by node through their merged blocks, rows in chunks
+  // at once with `parallel` (each writes its own rows: the same bits on any number of
+  // workers). A hinge's 12 x 12 block couples 16 node pairs, most shared with its
+  // neighbours: merged, a product multiplies each pair once (docs/performance.md,
+  // "Angular bending").
   template <int D>
-  void add_stencils(const Eigen::VectorXd& x, Eigen::VectorXd& y) const {
+  void add_stencils(const Eigen::VectorXd& x, Eigen::VectorXd& y, bool parallel) const {
     if (num_stencils() == 0) return;
-    merge_stencils<D>();
+    merge_stencils<D>(parallel);
     using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
-    const int rows = static_cast<int>(merged_.row_start.size()) - 1;
-    for (int a = 0; a < rows; ++a) {
-      Eigen::Matrix<double, D, 1> sum = Eigen::Matrix<double, D, 1>::Zero();
-      for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k)
-        sum += Block(&merged_.value[static_cast<std::size_t>(k) * D * D]) * x.template segment<D>(D * merged_.col[k]);
-      y.template segment<D>(D * a) += sum;
-    }
+    const long rows = static_cast<long>(merged_.row_start.size()) - 1;
+    for_chunks(rows, parallel ? chunk_count(rows, kRowGrain) : 1, [&](long first, long last) {
+      for (long a = first; a < last; ++a) {
+        Eigen::Matrix<double, D, 1> sum = Eigen::Matrix<double, D, 1>::Zero();
+        for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k)
+          sum += Block(&merged_.value[static_cast<std::size_t>(k) * D * D]) * x.template segment<D>(D * merged_.col[k]);
+        y.template segment<D>(D * a) += sum;
+      }
+    });
   }
 
   // merged_ brought up to date with the stencils' nodes and values: its pattern once per
-  // set of nodes, its values once per assembly, both in one fixed order.
+  // set of nodes; its values once per assembly, each merged block the sum of the
+  // stencils' blocks it gathers, in stencil order, rows in chunks at once with `parallel`
+  // (each writes its own blocks: the same bits on any number of workers).
   template <int D>
-  void merge_stencils() const {
+  void merge_stencils(bool parallel) const {
     if (merged_.fresh) return;
-    const int nm = num_masses();
-    if (merged_.nodes != stencil_node_ || static_cast<int>(merged_.row_start.size()) != nm + 1) {
-      std::vector<std::vector<int>> cols(nm);
-      for (int st = 0; st < num_stencils(); ++st)
-        for (int i = stencil_start_[st]; i < stencil_start_[st + 1]; ++i)
-          for (int j = stencil_start_[st]; j < stencil_start_[st + 1]; ++j)
-            if (stencil_node_[i] >= 0 && stencil_node_[j] >= 0) cols[stencil_node_[i]].push_back(stencil_node_[j]);
-      merged_.row_start.assign(nm + 1, 0);
-      merged_.col.clear();
-      for (int a = 0; a < nm; ++a) {
-        std::sort(cols[a].begin(), cols[a].end());
-        cols[a].erase(std::unique(cols[a].begin(), cols[a].end()), cols[a].end());
-        merged_.col.insert(merged_.col.end(), cols[a].begin(), cols[a].end());
-        merged_.row_start[a + 1] = static_cast<int>(merged_.col.size());
-      }
-      merged_.slot.clear();
-      for (int st = 0; st < num_stencils(); ++st)
-        for (int i = stencil_start_[st]; i < stencil_start_[st + 1]; ++i)
-          for (int j = stencil_start_[st]; j < stencil_start_[st + 1]; ++j) {
-            const int a = stencil_node_[i], b = stencil_node_[j];
-            if (a < 0 || b < 0) {
-              merged_.slot.push_back(-1);
-              continue;
-            }
-            const auto begin = merged_.col.begin() + merged_.row_start[a], end = merged_.col.begin() + merged_.row_start[a + 1];
-            merged_.slot.push_back(static_cast<int>(std::lower_bound(begin, end, b) - merged_.col.begin()));
+    if (merged_.nodes != stencil_node_ || static_cast<int>(merged_.row_start.size()) != num_masses() + 1)
+      plan_merge<D>();
+    const long rows = num_masses();
+    for_chunks(rows, parallel ? chunk_count(rows, kRowGrain) : 1, [&](long first, long last) {
+      for (long a = first; a < last; ++a)
+        for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k) {
+          double* out = &merged_.value[static_cast<std::size_t>(k) * D * D];
+          std::fill_n(out, D * D, 0.0);
+          for (int q = merged_.source_start[k]; q < merged_.source_start[k + 1]; ++q) {
+            const double* B = &stencil_value_[merged_.source[q]];
+            const int n = merged_.source_stride[q];
+            for (int r = 0; r < D; ++r)
+              for (int c = 0; c < D; ++c) out[D * r + c] += B[n * r + c];
           }
-      merged_.nodes = stencil_node_;
+        }
+    });
+    merged_.fresh = true;
+  }
+
+  // merged_'s pattern: for each mass its stencil neighbours (CSR, columns sorted), and for
+  // each merged block where its stencils' blocks lie in stencil_value_ (in stencil order).
+  template <int D>
+  void plan_merge() const {
+    const int nm = num_masses();
+    std::vector<std::vector<int>> cols(nm);
+    for (int st = 0; st < num_stencils(); ++st)
+      for (int i = stencil_start_[st]; i < stencil_start_[st + 1]; ++i)
+        for (int j = stencil_start_[st]; j < stencil_start_[st + 1]; ++j)
+          if (stencil_node_[i] >= 0 && stencil_node_[j] >= 0) cols[stencil_node_[i]].push_back(stencil_node_[j]);
+    merged_.row_start.assign(nm + 1, 0);
+    merged_.col.clear();
+    for (int a = 0; a < nm; ++a) {
+      std::sort(cols[a].begin(), cols[a].end());
+      cols[a].erase(std::unique(cols[a].begin(), cols[a].end()), cols[a].end());
+      merged_.col.insert(merged_.col.end(), cols[a].begin(), cols[a].end());
+      merged_.row_start[a + 1] = static_cast<int>(merged_.col.size());
     }
-    merged_.value.assign(merged_.col.size() * D * D, 0.0);
-    std::size_t block = 0;
+    const std::size_t blocks = merged_.col.size();
+    auto find = [&](int a, int b) {
+      const auto begin = merged_.col.begin() + merged_.row_start[a], end = merged_.col.begin() + merged_.row_start[a + 1];
+      return static_cast<int>(std::lower_bound(begin, end, b) - merged_.col.begin());
+    };
+    merged_.transpose.resize(blocks);
+    for (int a = 0; a < nm; ++a)
+      for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k) merged_.transpose[k] = find(merged_.col[k], a);
+    // Each stencil block (i, j) in stencil order: its merged block, where it starts, its
+    // row length. Then grouped by merged block, keeping that order (a counting sort).
+    std::vector<int> slot;
+    std::vector<std::size_t> start;
+    std::vector<int> stride;
     for (int st = 0; st < num_stencils(); ++st) {
-      const int k = stencil_start_[st + 1] - stencil_start_[st], n = k * D;
-      const double* B = &stencil_value_[stencil_value_start_[st]];
+      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first, n = k * D;
       for (int i = 0; i < k; ++i)
-        for (int j = 0; j < k; ++j, ++block) {
-          if (merged_.slot[block] < 0) continue;
-          double* out = &merged_.value[static_cast<std::size_t>(merged_.slot[block]) * D * D];
-          for (int r = 0; r < D; ++r)
-            for (int c = 0; c < D; ++c) out[D * r + c] += B[(D * i + r) * n + D * j + c];
+        for (int j = 0; j < k; ++j) {
+          const int a = stencil_node_[first + i], b = stencil_node_[first + j];
+          if (a < 0 || b < 0) continue;
+          slot.push_back(find(a, b));
+          start.push_back(stencil_value_start_[st] + static_cast<std::size_t>(n) * D * i + D * j);
+          stride.push_back(n);
         }
     }
-    merged_.fresh = true;
+    merged_.source_start.assign(blocks + 1, 0);
+    for (int s : slot) ++merged_.source_start[s + 1];
+    for (std::size_t k = 0; k < blocks; ++k) merged_.source_start[k + 1] += merged_.source_start[k];
+    merged_.source.resize(slot.size());
+    merged_.source_stride.resize(slot.size());
+    std::vector<int> next(merged_.source_start.begin(), merged_.source_start.end() - 1);
+    for (std::size_t q = 0; q < slot.size(); ++q) {
+      const int at = next[slot[q]]++;
+      merged_.source[at] = start[q];
+      merged_.source_stride[at] = stride[q];
+    }
+    merged_.value.assign(blocks * D * D, 0.0);
+    merged_.nodes = stencil_node_;
   }
 
   template <int D>
@@ -296,7 +354,7 @@ class ElementMatrix {
       });
       sums.finish();
     }
-    add_stencils<D>(x, y);
+    add_stencils<D>(x, y, parallel);
     const int rows_lam = D * nm;
     for (int j = 0; j < num_rods(); ++j) {
       const auto [a, b] = pair_node_[first_rod_pair_ + j];
@@ -328,14 +386,6 @@ class ElementMatrix {
   std::vector<double> stencil_value_;
   // A parallel product's chunks of pairs, by where they lie.
   mutable ChunkPlan plan_;
-  // The stencils' blocks summed per pair of masses (merge_stencils): rows as CSR over the
-  // masses, slot[b] the merged block that the stencils' b-th D x D block adds into (-1:
-  // a fix), `nodes` the stencils' masses the pattern was made for.
-  struct MergedStencils {
-    bool fresh = false;
-    std::vector<int> nodes, row_start, col, slot;
-    std::vector<double> value;
-  };
   mutable MergedStencils merged_;
 };
 

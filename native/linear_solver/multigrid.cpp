@@ -499,8 +499,11 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
   pair_nodes_.resize(np);
   for (int p = 0; p < np; ++p) pair_nodes_[p] = elements.pair_nodes(p);
   stencil_nodes_ = elements.stencil_vertices();
-  stencil_blocks_.clear();
-  each_stencil_pair([&](int a, int b) { stencil_blocks_.push_back(a >= 0 && b >= 0 ? find_block(A, a, b) : -1); });
+  // Each merged stencil block's block of A (the stencils' pairs are among A's).
+  const ElementMatrix::MergedStencils& merged = elements.merged_stencils();
+  stencil_blocks_.resize(merged.col.size());
+  for (int a = 0; a + 1 < static_cast<int>(merged.row_start.size()); ++a)
+    for (int k = merged.row_start[a]; k < merged.row_start[a + 1]; ++k) stencil_blocks_[k] = find_block(A, a, merged.col[k]);
   // Each node's pairs (a pair from a mass to itself adds nothing), in the pairs' order.
   node_pairs_start_.assign(nn + 1, 0);
   auto each_end = [&](const auto& visit) {
@@ -524,6 +527,7 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
 void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   const int D = dim_, DD = D * D;
   DoubleBlocks& A = levels_[0].A;
+  const ElementMatrix::MergedStencils& merged = elements.merged_stencils(parallel);
   // Each chunk of rows adds what lands in its own blocks.
   in_row_chunks(A.rows(), parallel, [&](int first, int last) {
     auto mine = [&](int node) { return node >= first && node < last; };
@@ -554,29 +558,23 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
         add(diagonal_[i], S, 1.0);
         if (pair_blocks_[p][0] >= 0) add(pair_blocks_[p][elements.pair_nodes(p)[0] == i ? 0 : 1], S, -1.0);
       }
+    if (!merged.row_start.empty()) add_stencils(merged, first, last);
   });
-  add_stencils(elements);
 }
 
-// Level 0 += sym(B) of every stencil, block by block, one stencil after another (after
-// the rows' chunks: the same bits on any number of workers).
-void SmoothedAggregation::add_stencils(const ElementMatrix& elements) {
+// Rows first ... last - 1 of level 0 += sym of the stencils' merged blocks: block (a, b)
+// takes half of (a, b) and of (b, a) transposed.
+void SmoothedAggregation::add_stencils(const ElementMatrix::MergedStencils& merged, int first, int last) {
   const int D = dim_, DD = D * D;
   DoubleBlocks& A = levels_[0].A;
-  std::size_t at = 0;
-  for (int st = 0; st < elements.num_stencils(); ++st) {
-    const int k = elements.stencil_size(st), n = k * D;
-    const double* B = elements.stencil_block(st);
-    for (int i = 0; i < k; ++i)
-      for (int j = 0; j < k; ++j, ++at) {
-        const int block = stencil_blocks_[at];
-        if (block < 0) continue;
-        double* out = &A.values[static_cast<std::size_t>(block) * DD];
-        for (int r = 0; r < D; ++r)
-          for (int c = 0; c < D; ++c)
-            out[D * r + c] += 0.5 * (B[n * (D * i + r) + D * j + c] + B[n * (D * j + c) + D * i + r]);
-      }
-  }
+  for (int a = first; a < last; ++a)
+    for (int k = merged.row_start[a]; k < merged.row_start[a + 1]; ++k) {
+      const double* B = &merged.value[static_cast<std::size_t>(k) * DD];
+      const double* T = &merged.value[static_cast<std::size_t>(merged.transpose[k]) * DD];
+      double* out = &A.values[static_cast<std::size_t>(stencil_blocks_[k]) * DD];
+      for (int r = 0; r < D; ++r)
+        for (int c = 0; c < D; ++c) out[D * r + c] += 0.5 * (B[D * r + c] + T[D * c + r]);
+    }
 }
 
 // One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),
