@@ -372,3 +372,17 @@ def test_add_hinges_checks_the_array_s_shape_and_names_the_row():
     with pytest.raises(ValueError, match=r"wire joints: expected an array of shape \(1, 3\)"):
         mss.add_wire_bendings(np.array([0, 2, 3, 1]), np.ones(1))
     assert len(mss.hinge_bendings) == 0
+
+
+def test_fewer_derivatives_are_the_same_numbers_and_zeros_beyond():
+    """Forces alone (a residual) take the angle's gradient without its Hessian, and the
+    energy (error control) the angle alone: the same numbers as with all derivatives."""
+    x = random_hinge(np.random.default_rng(7))
+    ok, theta, grad, hess = laws.dihedral_angle(x)
+    for derivatives in (0, 1):
+        ok_d, theta_d, grad_d, hess_d = laws.dihedral_angle(x, derivatives)
+        assert ok_d and theta_d == theta
+        np.testing.assert_array_equal(grad_d, grad if derivatives else 0)
+        assert np.all(hess_d == 0)
+    with pytest.raises(ValueError, match="derivatives must be 0, 1 or 2"):
+        laws.dihedral_angle(x, 3)

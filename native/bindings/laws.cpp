@@ -126,13 +126,16 @@ void bind_laws(py::module_& m) {
       "HingeBending at positions x and velocities v (4 rows, 3 columns): (energy, f, df/dx, df/dv).");
   m.def(
       "dihedral_angle",
-      [](const py::array_t<double>& x) {
+      [](const py::array_t<double>& x, int derivatives) {
+        if (derivatives < 0 || derivatives > 2) throw InputError("derivatives must be 0, 1 or 2");
         const std::array<Vec<3>, 4> p = hinge_rows(x);
-        const DihedralAngle a = dihedral_angle(p[0], p[1], p[2], p[3]);
+        const DihedralAngle a = dihedral_angle(p[0], p[1], p[2], p[3], derivatives);
         const VectorXd hess = Eigen::Map<const VectorXd>(a.hess.data(), 144);  // symmetric: any order
         return py::make_tuple(a.ok, a.theta, as_array(a.grad, 12, 0), as_array(hess, 12, 12));
       },
-      py::arg("x"), "(ok, theta, d theta / dx, its Hessian) of the hinge x (4 rows, 3 columns).");
+      py::arg("x"), py::arg("derivatives") = 2,
+      "(ok, theta, d theta / dx, its Hessian) of the hinge x (4 rows, 3 columns); derivatives "
+      "beyond `derivatives` (0, 1 or 2) are zero.");
 }
 
 }  // namespace ms::bindings

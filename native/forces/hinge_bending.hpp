@@ -87,7 +87,10 @@ StencilTerms<4, D> HingeBending::terms(const std::array<Vec<D>, 4>& x, const std
     if (!angle.ok) return out;
     // The angle's difference from its rest angle, within (-pi, pi]: atan2 jumps by 2 pi
     // where the hinge folds flat onto itself (test_a_hinge_folding_through_pi_has_no_jump).
-    const double d = std::remainder(angle.theta - rest_angle, 2.0 * 3.14159265358979323846);
+    constexpr double kPi = 3.14159265358979323846;
+    double d = angle.theta - rest_angle;  // within [-2 pi, 2 pi]: both are angles
+    if (d > kPi) d -= 2.0 * kPi;
+    if (d < -kPi) d += 2.0 * kPi;
     out.energy = 0.5 * stiffness * d * d;
     if (need == Need::kEnergy) return out;
     out.f = -stiffness * d * angle.grad;
