@@ -135,9 +135,13 @@ void add_hinges(System<D>& s, const IdxArr& hinges, const Arr& stiffness, const 
 }
 
 template <int D>
-void add_wire_bendings(System<D>& s, const IdxArr& joints, const Arr& stiffness) {
-  add_rows<WireBending>(s, joints, stiffness.size(), "wire joint",
-                        [&](std::size_t r) { return WireBending{stiffness.data()[r]}; });
+void add_wire_bendings(System<D>& s, const IdxArr& joints, const Arr& stiffness, const std::optional<Arr>& rest) {
+  const std::size_t n = stiffness.size();
+  if (rest && static_cast<std::size_t>(rest->size()) != n)
+    throw InputError("rest_angle: expected " + std::to_string(n) + " values, got " + std::to_string(rest->size()));
+  add_rows<WireBending>(s, joints, n, "wire joint", [&](std::size_t r) {
+    return WireBending{stiffness.data()[r], rest ? rest->data()[r] : std::nan("")};
+  });
 }
 
 }  // namespace
@@ -214,8 +218,10 @@ void bind_arrays(SystemClass<D>& cls) {
            "radian (mass_spring.structure.hinge_stiffnesses), rest_angle (n,) radians or None: "
            "the angles as built.")
       .def("add_wire_bendings", &add_wire_bendings<D>, py::arg("joints"), py::arg("stiffness"),
+           py::arg("rest_angle") = py::none(),
            "Bending of wires (WireBending), many at once: joints (n, 3) vertex indices (the "
-           "middle one second), stiffness (n,) in N m per radian (EI / length).")
+           "middle one second), stiffness (n,) in N m per radian (EI / length), rest_angle (n,) "
+           "turning angles in radians or None: the angles as built (the modelled shape).")
       // -- checkpoint
       .def("get_state", [](const S& s) { return state_to_dict(s, s.state()); },
            "The state: a dict of numpy arrays and floats, everything set_state needs to "

@@ -113,10 +113,13 @@ void bind_laws(py::module_& m) {
       "Rod in squared form: (g, dg/dp_b, (f, A, B)) with f = lam dg/dp_b on end a.");
   m.def(
       "wire_bending_terms",
-      [](double stiffness, const py::array_t<double>& x, const py::array_t<double>& v, bool definite) {
-        return stencil_terms_any(WireBending{stiffness}, x, v, definite);
+      [](double stiffness, const py::array_t<double>& x, const py::array_t<double>& v, bool definite,
+         double rest_angle) {
+        const WireBending law{stiffness, rest_angle};
+        law.validate([] { return std::string("wire_bending_terms"); });
+        return stencil_terms_any(law, x, v, definite);
       },
-      py::arg("stiffness"), py::arg("x"), py::arg("v"), py::arg("definite") = false,
+      py::arg("stiffness"), py::arg("x"), py::arg("v"), py::arg("definite") = false, py::arg("rest_angle") = 0.0,
       "WireBending at positions x and velocities v (3 rows): (energy, f, df/dx, df/dv).");
   m.def(
       "hinge_bending_terms",

@@ -183,13 +183,20 @@ void bind_elements(py::module_& m) {
   py::class_<WireBendingSpec>(
       m, "WireBending",
       "Bending of a wire at b, the vertex between edges a-b and b-c: energy "
-      "2 stiffness tan^2(turning angle / 2), a moment of stiffness * angle for small angles "
-      "(stiffness = EI / mean edge length, N m per radian). Its rest shape is straight.")
-      .def(py::init([](double stiffness, const py::sequence& c) {
-             return WireBendingSpec{WireBending{stiffness}, connectors_of<3>(c, "WireBending")};
+      "stiffness / 2 (kappa - kappa_rest)^2 with kappa = 2 tan(turning angle / 2), a moment of "
+      "stiffness * (angle - rest_angle) for small angles (stiffness = EI / mean edge length, "
+      "N m per radian). rest_angle: the turning angle at rest, radians in [0, pi): 0 straight "
+      "(the default), None the angle where the three are when added (the modelled shape).")
+      .def(py::init([](double stiffness, const py::sequence& c, std::optional<double> rest_angle) {
+             return WireBendingSpec{WireBending{stiffness, rest_angle.value_or(std::nan(""))},
+                                    connectors_of<3>(c, "WireBending")};
            }),
-           py::arg("stiffness"), py::arg("connectors"))
+           py::arg("stiffness"), py::arg("connectors"), py::arg("rest_angle") = 0.0)
       .def_property_readonly("stiffness", [](const WireBendingSpec& s) { return s.law.stiffness; })
+      .def_property_readonly("rest_angle", [](const WireBendingSpec& s) -> py::object {
+        if (std::isnan(s.law.rest_angle)) return py::none();
+        return py::float_(s.law.rest_angle);
+      })
       .def_property_readonly("connectors", [](const WireBendingSpec& s) {
         return py::make_tuple(s.ends[0], s.ends[1], s.ends[2]);
       });
@@ -316,6 +323,7 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
   using HingeRef = StencilRef<D, HingeBending>;
   py::class_<WireRef>(m, ("WireBendingView" + suffix).c_str())
       .def_property_readonly("stiffness", [](const WireRef& r) { return r.set().laws[r.i].stiffness; })
+      .def_property_readonly("rest_angle", [](const WireRef& r) { return r.set().laws[r.i].rest_angle; })
       .def_property_readonly("connectors", &WireRef::connectors);
   py::class_<HingeRef>(m, ("HingeBendingView" + suffix).c_str())
       .def_property_readonly("stiffness", [](const HingeRef& r) { return r.set().laws[r.i].stiffness; })

@@ -9,7 +9,14 @@
 // would weaken past 90 degrees and let stiff wires kink (Newton then failed on them:
 // test_a_stiff_fine_wire_does_not_kink). With k = EI / l, l the length of wire the vertex
 // stands for, a wire of flexural rigidity EI bends as beam theory says
-// (test_a_wire_cantilever_sags_as_beam_theory_says). The rest shape is straight.
+// (test_a_wire_cantilever_sags_as_beam_theory_says).
+//
+// A rest angle theta_rest (a wire modelled bent: a coat hanger, a hook) makes it
+//     E = k / 2 (kappa - kappa_rest)^2,   kappa = 2 tan(theta / 2) = 2 sqrt((1 - c) / (1 + c)),
+// the discrete curvature's, which for theta_rest = 0 is the energy above. Only the angle
+// is kept, not the plane it bends in (no twist frame): at rest the wire holds its shape
+// (test_a_bent_wire_keeps_its_modelled_shape), and under load it may turn about its
+// edges as a wire free to twist does.
 #pragma once
 
 #include <algorithm>
@@ -28,7 +35,8 @@ struct WireBending {
   // wire the positive part doubled Newton's iterations, and its eigen-decompositions
   // cost more than the solves (docs/performance.md, "Stencils: bending on three vertices").
   static constexpr bool kProjectInNewton = false;
-  double stiffness = 0.0;  // k, N m (a moment per radian)
+  double stiffness = 0.0;   // k, N m (a moment per radian)
+  double rest_angle = 0.0;  // theta_rest, radians in [0, pi); NaN: the angle when added
 
   // InputError naming the element (item()) unless the parameters make sense.
   template <class Item>
@@ -36,11 +44,21 @@ struct WireBending {
     if (!(std::isfinite(stiffness) && stiffness >= 0))
       throw InputError(item() + ": stiffness must be a number >= 0 (N m per radian), got " +
                        std::to_string(stiffness));
+    constexpr double kPi = 3.14159265358979323846;
+    if (!(std::isnan(rest_angle) || (rest_angle >= 0 && rest_angle < kPi)))
+      throw InputError(item() + ": rest_angle must be a turning angle in radians within [0, pi), got " +
+                       std::to_string(rest_angle));
   }
 
-  // The rest shape is straight, wherever the vertices are.
+  // A rest angle not given (NaN) is the turning angle at x: the modelled shape.
   template <int D>
-  void take_rest_shape(const std::array<Vec<D>, 3>& /*x*/) {}
+  void take_rest_shape(const std::array<Vec<D>, 3>& x) {
+    if (!std::isnan(rest_angle)) return;
+    const Vec<D> a = x[1] - x[0], b = x[2] - x[1];
+    const double la = a.norm(), lb = b.norm();
+    rest_angle = la > 0 && lb > 0 ? std::acos(std::clamp(a.dot(b) / (la * lb), -1.0, 1.0)) : 0.0;
+    rest_angle = std::min(rest_angle, std::nextafter(3.14159265358979323846, 0.0));
+  }
 
   // With Need::kProjected, -dfdx keeps only its positive part (positive_part).
   template <int D>
@@ -56,9 +74,23 @@ struct WireBending {
     const double c = u.dot(w);
     // Folded back on itself (c = -1): no direction to unfold in, infinite energy.
     if (!(1.0 + c > 1e-12)) return out;
-    // E = 2 k f(c), f = (1 - c) / (1 + c): f' = -2 / (1 + c)^2, f'' = 4 / (1 + c)^3.
-    const double p = 1.0 + c;
+    // E = 2 k r - k kappa_rest kappa + k kappa_rest^2 / 2 as a function of c, with
+    // r = (1 - c) / (1 + c) (r' = -2 / (1 + c)^2, r'' = 4 / (1 + c)^3) and kappa = 2 sqrt(r).
+    const double p = 1.0 + c, r = (1.0 - c) / p;
     out.energy = 2.0 * stiffness * (1.0 - c) / p;
+    double dE = -4.0 * stiffness / (p * p), ddE = 8.0 * stiffness / (p * p * p);
+    if (rest_angle > 0) {
+      const double rest_kappa = 2.0 * std::tan(0.5 * rest_angle), kappa = 2.0 * std::sqrt(r);
+      out.energy += stiffness * rest_kappa * (0.5 * rest_kappa - kappa);
+      // Straight (r = 0), the curvature has no direction: its term there has none either.
+      if (r > 1e-16) {
+        const double sr = std::sqrt(r);
+        const double dkappa = -2.0 / (p * p * sr);
+        const double ddkappa = 4.0 / (p * p * p * sr) - 2.0 / (p * p * p * p * r * sr);
+        dE -= stiffness * rest_kappa * dkappa;
+        ddE -= stiffness * rest_kappa * ddkappa;
+      }
+    }
     if (need == Need::kEnergy) return out;
     const MatD I = MatD::Identity();
     const MatD Pu = I - u * u.transpose(), Pw = I - w * w.transpose();
@@ -67,7 +99,6 @@ struct WireBending {
     // (docs/architecture.md).
     Eigen::Matrix<double, 2 * D, 1> gc;
     gc << Puw / la, Pwu / lb;
-    const double dE = -4.0 * stiffness / (p * p), ddE = 8.0 * stiffness / (p * p * p);
     const Eigen::Matrix<double, 2 * D, 1> g = dE * gc;
     // (a, b) = S (x0, x1, x2): a = x1 - x0, b = x2 - x1.
     Eigen::Matrix<double, 2 * D, 3 * D> S = Eigen::Matrix<double, 2 * D, 3 * D>::Zero();
