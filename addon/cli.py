@@ -106,6 +106,10 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--bending-rigidity", type=float, metavar="D",
                    help="override the angular model's flexural rigidity for this bake: D in "
                         "N·m for sheets, EI in N·m² for wires")
+    for quantity in ("stiffness", "bending", "damping"):
+        p.add_argument(f"--{quantity}-group", metavar="GROUP",
+                       help=f"override the vertex group scaling the {quantity} for this bake "
+                            "(each element takes its vertices' mean weight; '' for none)")
     p.add_argument("--no-collisions", action="store_true",
                    help="bake without the scene's Collision objects (default: every object "
                         "with Collisions on meets them)")
@@ -285,6 +289,10 @@ def bake_overrides(scene, obj, args) -> dict:
         overrides["bending_model"] = args.bending_model.upper()
     if args.bending_rigidity is not None:
         overrides["bending_rigidity"] = args.bending_rigidity
+    for quantity in ("stiffness", "bending", "damping"):
+        group = getattr(args, f"{quantity}_group")
+        if group is not None:
+            overrides[f"{quantity}_group"] = group
     if args.no_collisions:
         overrides["use_collisions"] = False
     return overrides

@@ -137,6 +137,9 @@ def mesh_to_arrays(obj, settings=None) -> MeshArrays:
     if settings.pin_group:
         pinned = vertex_group_weights(obj, settings.pin_group, "pin") > PIN_THRESHOLD
 
+    def weight_map(name: str, purpose: str):
+        return vertex_group_weights(obj, name, purpose) if name else None
+
     linear = bending_model(settings) == 'LINEAR'
     if settings.stiffness_attribute:
         scale = edge_float_attribute(mesh, settings.stiffness_attribute)
@@ -158,6 +161,9 @@ def mesh_to_arrays(obj, settings=None) -> MeshArrays:
         **angular_bending(mesh, edges, settings.bending_rigidity if not linear else 0.0),
         rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
         rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),
+        stiffness_weights=weight_map(settings.stiffness_group, "stiffness"),
+        bending_weights=weight_map(settings.bending_group, "bending"),
+        damping_weights=weight_map(settings.damping_group, "damping"),
         pin_group=settings.pin_group,
         mass_group=settings.mass_group,
     )

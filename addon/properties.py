@@ -125,6 +125,27 @@ class MassSpringSettings(bpy.types.PropertyGroup):
                     "which make a sheet fold like cloth instead of crumpling like a net. 0: none",
         default=0.0, min=0.0, soft_max=1e5, precision=2,
     )
+    stiffness_group: StringProperty(
+        name="Stiffness Group",
+        description="Optional vertex group scaling the stiffness of the edges and shear springs: "
+                    "each spring takes the mean weight of its two vertices (as Cloth's property "
+                    "weights; a vertex outside the group weighs 0). Empty: the same everywhere",
+        default="",
+    )
+    bending_group: StringProperty(
+        name="Bending Group",
+        description="Optional vertex group scaling the bending: each hinge, wire joint or "
+                    "bending spring takes the mean weight of its vertices (a stiff collar on a "
+                    "soft shirt; a vertex outside the group weighs 0). Empty: the same everywhere",
+        default="",
+    )
+    damping_group: StringProperty(
+        name="Damping Group",
+        description="Optional vertex group scaling the damping: each spring takes the mean "
+                    "weight of its two vertices (a vertex outside the group weighs 0). Empty: "
+                    "the same everywhere",
+        default="",
+    )
     stiffness_attribute: StringProperty(
         name="Stiffness Scale",
         description="Optional float edge attribute multiplying the stiffness per edge "

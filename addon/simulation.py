@@ -69,6 +69,10 @@ class MeshArrays:
     hinges: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
     hinge_weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     wire_joints: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    # Weight maps (vertex groups) of the stiffness, bending and damping: (N,) or None.
+    stiffness_weights: np.ndarray | None = None
+    bending_weights: np.ndarray | None = None
+    damping_weights: np.ndarray | None = None
     # Words used in messages, e.g. the pin group's name.
     pin_group: str = ""
     mass_group: str = ""
@@ -216,6 +220,9 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
             wire_joints=arrays.wire_joints,
             wire_rigidity=settings.bending_rigidity,
             velocities=velocities,
+            stiffness_weights=arrays.stiffness_weights,
+            bending_weights=arrays.bending_weights,
+            damping_weights=arrays.damping_weights,
         )
         rods = int(structure.rod_edges().sum())
         if settings.integrator in EXPLICIT_INTEGRATORS and rods:

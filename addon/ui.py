@@ -79,8 +79,10 @@ class PHYSICS_PT_mass_spring_springs(MassSpringPanelBase, bpy.types.Panel):
         layout, settings = self.settings_layout(context)
         obj = context.object
         layout.prop(settings, "stiffness")
-        layout.prop(settings, "damping")
+        layout.prop_search(settings, "stiffness_group", obj, "vertex_groups", text="Stiffness Group")
         layout.prop_search(settings, "stiffness_attribute", obj.data, "attributes", text="Stiffness Scale")
+        layout.prop(settings, "damping")
+        layout.prop_search(settings, "damping_group", obj, "vertex_groups", text="Damping Group")
         layout.prop(settings, "shear_stiffness")
         layout.prop(settings, "bending_model")
         if bending_model(settings) == 'LINEAR':
@@ -89,6 +91,7 @@ class PHYSICS_PT_mass_spring_springs(MassSpringPanelBase, bpy.types.Panel):
             layout.prop(settings, "bending_stiffness")
         else:
             layout.prop(settings, "bending_rigidity")
+        layout.prop_search(settings, "bending_group", obj, "vertex_groups", text="Bending Group")
 
 
 class PHYSICS_PT_mass_spring_marks(MassSpringPanelBase, bpy.types.Panel):

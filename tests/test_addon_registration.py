@@ -19,7 +19,8 @@ ARCHITECTURE_PROPERTIES = {
     "stiffness_attribute", "shear_stiffness", "use_gravity", "initial_velocity",
     "initial_angular_velocity", "integrator", "rho_inf", "substeps", "accuracy", "use_scene_frame_range",
     "bending_model", "bending_rigidity", "bending_stiffness", "frame_start", "frame_end",
-    "output", "pc2_path", "show_forces", "use_collisions",
+    "output", "pc2_path", "show_forces", "use_collisions", "stiffness_group", "bending_group",
+    "damping_group",
 }
 
 

@@ -135,8 +135,8 @@ def test_a_bent_wire_of_loose_edges_gets_joints():
 
 
 def test_the_command_line_chooses_the_model_for_one_bake():
-    """--bending-model and --bending-rigidity become the bake's overrides; bad values are
-    usage errors."""
+    """--bending-model, --bending-rigidity and the weight groups' options become the bake's
+    overrides; bad values are usage errors."""
     cli = submodule("cli")
     parser = cli.build_parser()
     obj = strip_object()
@@ -144,6 +144,68 @@ def test_the_command_line_chooses_the_model_for_one_bake():
                                              "--bending-rigidity", "3"]), parser)
     overrides = cli.bake_overrides(obj.users_scene[0], obj, args)
     assert overrides["bending_model"] == 'ANGULAR' and overrides["bending_rigidity"] == 3.0
+    args = cli.check_args(parser.parse_args(["in.blend", "--stiffness-group", "Collar", "--bending-group", "",
+                                             "--damping-group", "Hem"]), parser)
+    overrides = cli.bake_overrides(obj.users_scene[0], obj, args)
+    assert (overrides["stiffness_group"], overrides["bending_group"], overrides["damping_group"]) == ("Collar", "", "Hem")
+    assert "stiffness_group" not in cli.bake_overrides(obj.users_scene[0], obj,
+                                                       cli.check_args(parser.parse_args(["in.blend"]), parser))
     for bad in (["--bending-model", "cubic"], ["--bending-rigidity", "-1"], ["--bending-rigidity", "nan"]):
         with pytest.raises(SystemExit):
             cli.check_args(parser.parse_args(["in.blend", *bad]), parser)
+
+
+def test_a_bending_group_scales_the_rigidity_where_it_is_painted():
+    """Weight maps (issue 38): a bending group of weight 0.5 everywhere halves D, and the
+    strip sags twice as far (small deflections: linear in 1/D); a missing group is refused
+    with its name, and the object is left as it was."""
+    obj = strip_object()
+    s = obj.mass_spring
+    s.bending_rigidity = D
+    full = tip_sag(obj, bake(obj))
+    half = obj.vertex_groups.new(name="Soft")
+    half.add(range(len(obj.data.vertices)), 0.5, 'REPLACE')
+    s.bending_group = "Soft"
+    assert tip_sag(obj, bake(obj)) == pytest.approx(2 * full, rel=0.01)
+    # the same through a bake's overrides (as --bending-group makes them)
+    s.bending_group = ""
+    assert tip_sag(obj, bake(obj, bending_group="Soft")) == pytest.approx(2 * full, rel=0.01)
+    s.bending_group = "Collar"
+    keys = [(k.name, k.data[-1].co.z) for k in obj.data.shape_keys.key_blocks]  # the last bake's
+    errors = submodule("errors")
+    with pytest.raises(errors.BakeError, match="the bending vertex group 'Collar' does not exist"):
+        bake(obj)
+    assert [(k.name, k.data[-1].co.z) for k in obj.data.shape_keys.key_blocks] == keys
+
+
+def test_stiffness_and_damping_groups_reach_every_spring():
+    """Each spring's stiffness and damping are the panel's times its two vertices' mean
+    weight in the stiffness and damping groups (a vertex outside a group weighs 0)."""
+    obj = strip_object()
+    s = obj.mass_spring
+    n = len(obj.data.vertices)
+    rng = np.random.default_rng(1)
+    weights = {name: rng.uniform(0.1, 1.0, n) for name in ("Stiff", "Damp")}
+    for name, w in weights.items():
+        group = obj.vertex_groups.new(name=name)
+        for k in range(n):
+            group.add([k], float(w[k]), 'REPLACE')
+    s.stiffness_group, s.damping_group, s.damping = "Stiff", "Damp", 0.3
+    scene = obj.users_scene[0]
+    bake_module, simulation = submodule("bake"), submodule("simulation")
+    arrays = submodule("mesh_arrays").mesh_to_arrays(obj)
+    mss, structure = simulation.build_system(arrays, bake_module.simulation_settings(scene, obj), obj.matrix_world)
+    import mass_spring as ms
+    free = np.flatnonzero(~structure.pinned)
+    edges = {tuple(sorted(e)) for e in structure.edges.tolist()}
+    checked = {"edge": 0, "shear": 0}
+    for spring in mss.springs:
+        if any(c.type != ms.MASS for c in spring.connectors):
+            continue  # one end pinned (the pinned vertices are the fixes, not numbered here)
+        ends = [int(free[c.nr]) for c in spring.connectors]
+        # Blender keeps weights as 32-bit floats
+        ws, wd = (weights[k].astype(np.float32).astype(float)[ends].mean() for k in ("Stiff", "Damp"))
+        assert spring.stiffness == pytest.approx(2e5 * ws, rel=1e-12)
+        assert spring.damping == pytest.approx(s.damping * wd, rel=1e-12)  # float32 too
+        checked["edge" if tuple(sorted(ends)) in edges else "shear"] += 1
+    assert checked["edge"] > 100 and checked["shear"] > 50

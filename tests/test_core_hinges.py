@@ -191,11 +191,12 @@ def test_hinges_of_triangles():
 
 
 def strip(n=20, width_cells=4, L=0.5, W=0.1, rigidity=3.0, density=0.2, g=9.81, bend=0.0,
-          spring_stiffness=2e5):
+          spring_stiffness=2e5, bending_weights=None):
     """A plate strip of length L (x) and width W (y), a grid of quads, clamped along x <= 0
     by two pinned columns (x = -h and 0), as a Structure: stiff springs on its edges and
     diagonals, hinges from hinges_of_faces at flexural rigidity `rigidity` (D, N m).
-    `bend` rolls it about the y axis into a cylinder of that curvature (its rest shape)."""
+    `bend` rolls it about the y axis into a cylinder of that curvature (its rest shape);
+    `bending_weights(x)` is a weight map of the bending along the strip."""
     h = L / n
     xs = np.arange(-1, n + 1) * h
     ys = np.linspace(0, W, width_cells + 1)
@@ -215,7 +216,8 @@ def strip(n=20, width_cells=4, L=0.5, W=0.1, rigidity=3.0, density=0.2, g=9.81, 
     structure = ms.Structure(positions=pos, edges=edges, faces=quads, pinned=flat[:, 0] <= 1e-12,
                              masses=masses, stiffness=spring_stiffness,
                              shear_pairs=ms.quad_diagonals(quads), shear_stiffness=spring_stiffness,
-                             hinges=hinges, hinge_weights=weights, hinge_rigidity=rigidity)
+                             hinges=hinges, hinge_weights=weights, hinge_rigidity=rigidity,
+                             bending_weights=None if bending_weights is None else bending_weights(flat[:, 0]))
     return ms.build_system(structure, gravity=(0, 0, -g)), pos, hinges
 
 
@@ -235,6 +237,24 @@ def test_a_clamped_strip_bends_as_plate_theory_says(n, width_cells, W):
     assert -tip.mean() == pytest.approx(expected, rel=0.02)
     assert np.ptp(tip) < 0.01 * expected  # cylindrical: the tip edge stays level
     assert np.abs(mss.velocities).max() < 1e-5
+
+
+def test_a_bending_weight_map_makes_the_strip_bend_as_its_varying_rigidity_says():
+    """A weight map of the bending rising linearly from 0.25 at the clamp to 1 at the tip:
+    rigidity D w(x), and the tip sags as beam theory says for it,
+    q / (2 D) * integral of (L - x)^3 / w(x) over [0, L] (issue 38, weight maps). A hinge
+    takes the mean of its vertices' weights, which for a linear map is its edge's."""
+    L, D, density, g = 0.5, 3.0, 0.2, 9.81
+    w = lambda x: 0.25 + 0.75 * np.clip(x, 0, L) / L  # noqa: E731
+    mss, pos, _ = strip(20, 4, L, 0.1, rigidity=D, density=density, g=g, bending_weights=w)
+    mss.set_integrator("implicit_euler")
+    mss.simulate(4.0, 40)
+    tip = mss.vertex_positions()[:, 2][np.isclose(pos[:, 0], L)]
+    x = np.linspace(0, L, 20001)
+    f = (L - x) ** 3 / w(x)
+    expected = density * g / (2 * D) * np.sum((f[1:] + f[:-1]) / 2 * np.diff(x))
+    assert expected > 2 * density * g * L**4 / (8 * D)  # the map matters
+    assert -tip.mean() == pytest.approx(expected, rel=0.02)
 
 
 @pytest.mark.parametrize("shape, plate", [
@@ -386,3 +406,45 @@ def test_fewer_derivatives_are_the_same_numbers_and_zeros_beyond():
         assert np.all(hess_d == 0)
     with pytest.raises(ValueError, match="derivatives must be 0, 1 or 2"):
         laws.dihedral_angle(x, 3)
+
+
+def test_weight_maps_scale_each_element_by_its_vertices_mean_weight():
+    """stiffness_weights scale the edge and shear springs, bending_weights the bending
+    springs, hinges and wire joints, damping_weights every spring's damping: each element
+    by the mean of its vertices' weights. Without maps, the same system bit for bit as
+    with maps of ones."""
+    import dataclasses
+    sheet = ms.presets.cloth(4, 3, spacing=0.25, pins=[0], stiffness=100.0, damping=0.5, shear_stiffness=10.0,
+                             bending_rigidity=1e-3)
+    wire = np.array([[0.0, 2, 0], [0.25, 2, 0], [0.5, 2.1, 0]])
+    n = len(sheet.positions)
+    s = dataclasses.replace(sheet, positions=np.vstack([sheet.positions, wire]),
+                            edges=np.vstack([sheet.edges, [[n, n + 1], [n + 1, n + 2]]]),
+                            stiffness_scale=None, rigid=None, rope=None,
+                            pinned=np.r_[sheet.pinned, False, False, False],
+                            masses=None, wire_joints=[[n, n + 1, n + 2]], wire_rigidity=1e-2)
+    rng = np.random.default_rng(3)
+    w = {name: rng.uniform(0, 2, n + 3) for name in ("stiffness", "bending", "damping")}
+    plain = ms.build_system(s)
+    weighted = ms.build_system(dataclasses.replace(s, **{f"{k}_weights": v for k, v in w.items()}))
+    ones = ms.build_system(dataclasses.replace(s, **{f"{k}_weights": np.ones(n + 3) for k in w}))
+    free = np.flatnonzero(~s.pinned)
+
+    def vertices(connectors):  # the one fix is vertex 0
+        return [free[c.nr] if c.type == ms.MASS else 0 for c in connectors]
+
+    assert len(s.shear_pairs) and len(plain.hinge_bendings) and len(plain.wire_bendings)
+    for a, b in zip(plain.springs, weighted.springs):
+        mean = lambda name: w[name][vertices(a.connectors)].mean()  # noqa: E731
+        assert b.stiffness == pytest.approx(a.stiffness * mean("stiffness"), rel=1e-14)
+        assert b.damping == pytest.approx(a.damping * mean("damping"), rel=1e-14)
+    for laws_plain, laws_weighted in ((plain.hinge_bendings, weighted.hinge_bendings),
+                                      (plain.wire_bendings, weighted.wire_bendings)):
+        for a, b in zip(laws_plain, laws_weighted):
+            assert b.stiffness == pytest.approx(a.stiffness * w["bending"][vertices(a.connectors)].mean(), rel=1e-14)
+    for a, b in zip(plain.springs, ones.springs):
+        assert (a.stiffness, a.damping) == (b.stiffness, b.damping)
+    with pytest.raises(ValueError, match="damping_weights: vertex 2 has weight -1.0: weights must be numbers >= 0"):
+        ms.Structure(positions=np.zeros((3, 3)), edges=[[0, 1]], damping_weights=[1, 1, -1])
+    with pytest.raises(ValueError, match="bending_weights: expected 3 values"):
+        ms.Structure(positions=np.zeros((3, 3)), edges=[[0, 1]], bending_weights=[1, 1])

@@ -65,6 +65,13 @@ class Structure:
     wire_joints: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int64))
     wire_rigidity: float = 0.0
     velocities: np.ndarray | None = None     # (N, 3) m/s at the start; None: at rest
+    # Weight maps (as Cloth's property weights): per-vertex factors (N,) >= 0 of the
+    # stiffness (edge and shear springs), the bending (bending springs, hinges, wire
+    # joints) and the damping (every spring); an element takes the mean of its vertices'.
+    # None: 1 everywhere.
+    stiffness_weights: np.ndarray | None = None
+    bending_weights: np.ndarray | None = None
+    damping_weights: np.ndarray | None = None
 
     def __post_init__(self):
         self.positions = _rows(self.positions, 3, np.float64, "positions")
@@ -110,6 +117,9 @@ class Structure:
             self.velocities = _rows(self.velocities, 3, np.float64, "velocities")
             if len(self.velocities) != n:
                 raise ValueError(f"velocities: expected {n} rows, got {len(self.velocities)}")
+        for name in ("stiffness_weights", "bending_weights", "damping_weights"):
+            if getattr(self, name) is not None:
+                setattr(self, name, _vertex_weights(getattr(self, name), n, name))
 
     @property
     def vertex_count(self) -> int:
@@ -134,6 +144,14 @@ class Structure:
         """Mask of the edges that become rods."""
         return self.moving() & self.rigid
 
+    @staticmethod
+    def element_weights(weights: np.ndarray | None, rows: np.ndarray) -> np.ndarray:
+        """(len(rows),): each element's (row of vertex indices') mean weight; 1 without a
+        weight map."""
+        if weights is None or len(rows) == 0:
+            return np.ones(len(rows))
+        return weights[rows].mean(axis=1)
+
 
 def _rows(value, width: int, dtype, name: str) -> np.ndarray:
     """`value` as a (count, width) array of `dtype`; no silent reshaping or truncation."""
@@ -145,6 +163,17 @@ def _rows(value, width: int, dtype, name: str) -> np.ndarray:
     if dtype is np.int64 and not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name}: expected integer vertex indices, got {arr.dtype}")
     return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def _vertex_weights(value, count: int, name: str) -> np.ndarray:
+    weights = np.asarray(value, dtype=np.float64)
+    if weights.shape != (count,):
+        raise ValueError(f"{name}: expected {count} values (one per vertex), got shape {weights.shape}")
+    bad = np.flatnonzero(~(np.isfinite(weights) & (weights >= 0)))
+    if bad.size:
+        raise ValueError(f"{name}: vertex {int(bad[0])} has weight {weights[bad[0]]}: weights must be "
+                         "numbers >= 0")
+    return weights
 
 
 def _flags(value, count: int, name: str) -> np.ndarray:
@@ -248,7 +277,8 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
     ``stiffness * stiffness_scale``; rigid edges become rods; shear and bending pairs become
     springs of ``shear_stiffness`` and ``bending_stiffness`` when those are positive; hinges
     and wire joints become angular bending (``HingeBending``, ``WireBending``) when their
-    rigidity is positive. Rest lengths and angles are the current ones.
+    rigidity is positive. The weight maps scale each element by the mean of its vertices'
+    weights. Rest lengths and angles are the current ones.
     Links between two pinned vertices are left out (:func:`between_pins`). Bad input
     raises ValueError naming the vertex or edge.
     """
@@ -264,27 +294,29 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
     if s.bending_stiffness <= 0:
         bending = bending[:0]
     extra = np.concatenate([shear, bending])
+    edges = s.edges[springs]
+    stiffness = np.concatenate([s.stiffness * s.stiffness_scale[springs] * s.element_weights(s.stiffness_weights, edges),
+                                s.shear_stiffness * s.element_weights(s.stiffness_weights, shear),
+                                s.bending_stiffness * s.element_weights(s.bending_weights, bending)])
     system = from_arrays(
         s.positions,
         s.vertex_masses(),
         fixed=s.pinned,
         velocities=s.velocities,
-        springs=np.concatenate([s.edges[springs], extra]),
-        stiffness=np.concatenate([s.stiffness * s.stiffness_scale[springs],
-                                  np.full(len(shear), float(s.shear_stiffness)),
-                                  np.full(len(bending), float(s.bending_stiffness))]),
+        springs=np.concatenate([edges, extra]),
+        stiffness=stiffness,
         rest_length=None,
-        damping=s.damping,
+        damping=s.damping * s.element_weights(s.damping_weights, np.concatenate([edges, extra])),
         rope=np.concatenate([s.rope[springs], np.zeros(len(extra), bool)]),
         constraints=s.edges[rods],
         constraint_length=None,
         gravity=None if gravity is None else np.asarray(gravity, dtype=np.float64),
     )
     if s.hinge_rigidity > 0 and len(s.hinges):
-        system.add_hinges(s.hinges, s.hinge_weights *
+        system.add_hinges(s.hinges, s.hinge_weights * s.element_weights(s.bending_weights, s.hinges) *
                           hinge_stiffnesses(s.positions, s.hinges, s.hinge_rigidity, s.pinned))
     if s.wire_rigidity > 0 and len(s.wire_joints):
-        system.add_wire_bendings(s.wire_joints,
+        system.add_wire_bendings(s.wire_joints, s.element_weights(s.bending_weights, s.wire_joints) *
                                  wire_stiffnesses(s.positions, s.wire_joints, s.wire_rigidity, s.pinned))
     return system
 
