@@ -197,17 +197,17 @@ def free_chain(name="Free Chain", *, links=20, length=1.6, mass=0.5, stiffness=2
 
 
 def falling_cloth(name="Falling Cloth", *, vertices=17, width=1.6, mass=0.3, stiffness=800.0,
-                  bending_stiffness=2.0, damping=0.05, location=(0.0, 0.0, 1.2), collection=None,
+                  bending_rigidity=1e-4, damping=0.05, location=(0.0, 0.0, 1.2), collection=None,
                   **settings):
-    """A square sheet lying flat (plane XY) with shear and bending springs, nothing pinned:
-    it falls and drapes over colliders."""
+    """A square sheet lying flat (plane XY) with shear springs and angular bending (flexural
+    rigidity D in N m, a heavy fabric's), nothing pinned: it falls and drapes over colliders."""
     spacing = width / (vertices - 1)
     sheet = presets.cloth(vertices, vertices, spacing=spacing, total_mass=mass,
                           stiffness=stiffness, shear_stiffness=stiffness,
-                          bending_stiffness=bending_stiffness, damping=damping)
+                          bending_rigidity=bending_rigidity, damping=damping)
     sheet.positions[:, :2] -= width / 2
     obj = structure_object(name, sheet, location=location, collection=collection)
-    return configure(obj, bending_stiffness=bending_stiffness, **settings)
+    return configure(obj, bending_model='ANGULAR', bending_rigidity=bending_rigidity, **settings)
 
 
 # The core's integrators (mass_spring.INTEGRATOR_INFO) as the add-on's enum identifiers,

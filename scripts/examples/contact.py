@@ -2,7 +2,7 @@
 
 Both meet the scene's Collision objects (Physics ▸ Collision): a floor and a UV sphere.
 The chain falls flat from 1 m, lands and comes to rest on the floor; the cloth, with shear
-and bending springs, falls onto the ball and drapes over it. The thin blue line is the
+springs and angular bending, falls onto the ball and drapes over it. The thin blue line is the
 path of the chain's middle mass.
 
     python scripts/examples/contact.py [--frames N] [--out DIR] [--blend [PATH]]
