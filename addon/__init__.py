@@ -7,6 +7,7 @@ Where things live:
     simulation.py   arrays → core system → positions per frame (no bpy)
     writers.py      positions → shape keys / PC2 + Mesh Cache; Free Bake
     bake.py         the bake used by operators and headless scripts
+    live.py         Live Preview: the simulation plays with the timeline
     cli.py          the headless command: blender -c mass_spring_bake scene.blend ...
     operators.py    Bake (modal), Free Bake, mark rigid / rope edges
     ui.py           Properties ▸ Physics panel
@@ -17,7 +18,7 @@ Where things live:
 
 import bpy
 
-from . import add_menu, cli, module_exit, operators, overlay, properties, ui
+from . import add_menu, cli, live, module_exit, operators, overlay, properties, ui
 
 
 class MassSpringPreferences(bpy.types.AddonPreferences):
@@ -34,7 +35,7 @@ class MassSpringPreferences(bpy.types.AddonPreferences):
         self.layout.prop(self, "show_edge_marks")
 
 
-_modules = (properties, operators, ui, overlay, add_menu, cli)
+_modules = (properties, operators, ui, overlay, add_menu, cli, live)
 
 
 def register():

@@ -277,9 +277,9 @@ def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
     check_frame_range(start, end, len(obj.data.vertices))
 
     warnings = []
-    ours_modifier = record.get("modifier") if record.get("output") == "PC2" else None
+    ours = {record.get("modifier") if record.get("output") == "PC2" else None, writers.LIVE_MODIFIER_NAME}
     for modifier in obj.modifiers:
-        if modifier.type in DEFORMING_MODIFIERS and modifier.name != ours_modifier and modifier.show_viewport:
+        if modifier.type in DEFORMING_MODIFIERS and modifier.name not in ours and modifier.show_viewport:
             warnings.append(
                 f"modifier '{modifier.name}' ({modifier.type.replace('_', ' ').title()}) moves the "
                 "vertices on top of the bake: disable it if the bake should be the only motion")
@@ -331,6 +331,20 @@ def evaluated_by_blender(obj) -> bool:
     (tests/test_addon_bake.py). Hidden objects (H, the eye) are evaluated."""
     depsgraph = bpy.context.evaluated_depsgraph_get()
     return any(getattr(item, "original", None) == obj for item in depsgraph.ids)
+
+
+# True while a bake sets the scene's frame to read the animation: frame-change handlers
+# (the live preview's) leave those frames alone.
+setting_frames = False
+
+
+def set_frame(scene, frame: int, subframe: float = 0.0) -> None:
+    global setting_frames
+    setting_frames = True
+    try:
+        scene.frame_set(frame, subframe=subframe)
+    finally:
+        setting_frames = False
 
 
 class BakeJob:
@@ -428,8 +442,10 @@ class BakeJob:
     def simulated(self) -> bool:
         return self.simulation is not None and self.simulation.done
 
-    def step(self, budget_seconds: float = 0.1) -> bool:
-        """Work for about `budget_seconds`; True when the simulation is complete."""
+    def step(self, budget_seconds: float = 0.1, frames: int | None = None) -> bool:
+        """Work for about `budget_seconds`; True when the simulation is complete. With
+        `frames`, stop once the first `frames` frames of the range are simulated (the live
+        preview: live.py)."""
         deadline = time.perf_counter() + budget_seconds
         try:
             while len(self._matrices) < len(self.frames):
@@ -442,7 +458,7 @@ class BakeJob:
                 self.simulation = FrameSimulation(self.arrays, self.settings, self._matrices,
                                                   self.frames, self.collider_frames)
                 self.simulate_seconds += time.perf_counter() - begin
-            while not self.simulation.done:
+            while not self.simulation.done and (frames is None or self.simulation.frames_done < frames):
                 begin = time.perf_counter()
                 self.simulation.step()
                 self.simulate_seconds += time.perf_counter() - begin
@@ -458,7 +474,7 @@ class BakeJob:
 
     def _sample_transform(self, frame: int) -> None:
         """The object's matrix and the moving colliders at `frame`."""
-        self.scene.frame_set(frame)
+        set_frame(self.scene, frame)
         self._frame_moved = True
         matrix = self._static_matrix
         if matrix is None:
@@ -470,7 +486,7 @@ class BakeJob:
     def _restore_frame(self) -> None:
         if self._frame_moved:
             frame, subframe = self._frame_before
-            self.scene.frame_set(frame, subframe=subframe)
+            set_frame(self.scene, frame, subframe)
             self._frame_moved = False
 
     def cancel(self) -> None:
@@ -539,6 +555,8 @@ class BakeJob:
         record["frame_end"] = int(self.frames[-1])
         record["totals"] = report_totals(self.simulation.report)
         writers.store_record(obj, record)
+        from . import live
+        live.after_bake(obj)
         self.finished = True
         return BakeResult(
             object_name=obj.name,
@@ -602,9 +620,16 @@ def bake_object(scene, obj, *, progress=None, should_cancel=None, budget_seconds
     is exactly as before (any previous bake included). `overrides` (setting name → value)
     change this bake only, not the object's settings.
     """
-    job = BakeJob(scene, obj, overrides)
+    job = new_job(scene, obj, overrides)
     run_job(job, progress=progress, should_cancel=should_cancel, budget_seconds=budget_seconds)
     return job.finish()
+
+
+def new_job(scene, obj, overrides: dict | None = None) -> BakeJob:
+    """The bake's job: the live preview's when it still shows what this bake computes
+    (live.take_job: its frames are not computed again), else a new one."""
+    from . import live
+    return live.take_job(scene, obj, overrides) or BakeJob(scene, obj, overrides)
 
 
 def enabled_objects(scene) -> list:
@@ -622,7 +647,7 @@ def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: floa
     finish_all (every PC2 file written before any replaces a previous one). `overrides`
     apply to every object, as in bake_object.
     """
-    jobs = [BakeJob(scene, o, overrides) for o in enabled_objects(scene)]
+    jobs = [new_job(scene, o, overrides) for o in enabled_objects(scene)]
     check_distinct_pc2_files(jobs)
     for job in jobs:
         run_job(job, progress=progress, should_cancel=should_cancel, budget_seconds=budget_seconds)

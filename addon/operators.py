@@ -4,7 +4,7 @@ import bmesh
 import bpy
 from bpy.props import BoolProperty, EnumProperty
 
-from .bake import BakeError, BakeJob, bake_object, free_bake, has_bake
+from .bake import BakeError, bake_object, free_bake, has_bake, new_job
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
 from .overlay import remember_marks
 
@@ -68,7 +68,7 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
         if context.window is None or bpy.app.background:
             return self.execute(context)  # no event loop to drive a modal operator
         try:
-            self._job = BakeJob(context.scene, context.object)
+            self._job = new_job(context.scene, context.object)
         except BakeError as ex:
             self.report({'ERROR'}, str(ex))
             return {'CANCELLED'}

@@ -251,6 +251,23 @@ class MassSpringSettings(bpy.types.PropertyGroup):
         default=False,
         update=lambda settings, context: _show_forces_changed(settings, context),
     )
+    live_preview: BoolProperty(
+        name="Live Preview",
+        description="Simulate while the timeline plays or is scrubbed, no bake needed: each "
+                    "frame change computes the frames up to it, computed frames are kept "
+                    "(memory and a file in Blender's temporary folder) and shown through the "
+                    "modifier 'Mass–Spring Live Preview'; the mesh stays as modelled. A change "
+                    "of a setting, the mesh, its groups or the colliders computes again. Bake "
+                    "stores what the preview computed and switches it off",
+        default=False,
+        options=set(),  # not animatable
+        update=lambda settings, context: _live_preview_changed(settings, context),
+    )
+
+
+def _live_preview_changed(settings, context) -> None:
+    from . import live
+    live.live_preview_changed(settings, context)
 
 
 def _show_forces_changed(settings, context) -> None:

@@ -2,7 +2,7 @@
 
 import bpy
 
-from . import colliders, writers
+from . import colliders, live, writers
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
 from .overlay import marked_edge_counts
 from .properties import bending_model
@@ -43,6 +43,10 @@ class PHYSICS_PT_mass_spring(MassSpringPanelBase, bpy.types.Panel):
         row.scale_y = 1.3
         row.operator("mass_spring.bake", text="Bake" if record is None else "Bake Again", icon='PHYSICS')
         row.operator("mass_spring.free_bake", text="Free Bake", icon='TRASH')
+        row = layout.row()
+        row.prop(settings, "live_preview", icon='PLAY')
+        if settings.live_preview:
+            row.label(text=live.status(obj))
         if record is not None:
             where = "shape keys" if record.get("output") == 'SHAPE_KEYS' else "PC2 + Mesh Cache"
             layout.label(text=f"Baked frames {record.get('frame_start')}–{record.get('frame_end')} "

@@ -41,6 +41,7 @@ BAKE_RECORD = "_mass_spring_bake"  # leading underscore: hidden in the Custom Pr
 KEY_PREFIX = "MSB "
 BASIS_NAME = "Basis"
 MODIFIER_NAME = "Mass–Spring Bake"
+LIVE_MODIFIER_NAME = "Mass–Spring Live Preview"  # live.py's, never a bake's
 ACTION_PREFIX = "MassSpringBake "
 PC2_HEADER = struct.Struct("<12siiffi")
 PC2_MAGIC = b"POINTCACHE2\0"
@@ -270,10 +271,10 @@ def move_modifier_first(obj, modifier) -> None:
             bpy.ops.object.modifier_move_to_index(modifier=modifier.name, index=0)
 
 
-def add_mesh_cache(obj, filepath_setting: str, start_frame: int) -> dict:
+def add_mesh_cache(obj, filepath_setting: str, start_frame: int, name: str = MODIFIER_NAME) -> dict:
     """Mesh Cache modifier reading the PC2 file; first in the stack so that the user's
     modifiers work on the simulated cage, like on the original mesh."""
-    modifier = obj.modifiers.new(MODIFIER_NAME, 'MESH_CACHE')
+    modifier = obj.modifiers.new(name, 'MESH_CACHE')
     try:
         modifier.cache_format = 'PC2'
         modifier.filepath = filepath_setting
