@@ -87,6 +87,23 @@ def _digest_array(digest, array) -> None:
     digest.update(array.tobytes())
 
 
+def _corners(mesh) -> np.ndarray:
+    corners = np.empty(len(mesh.loops), dtype=np.int32)
+    mesh.loops.foreach_get("vertex_index", corners)
+    return corners
+
+
+def _int_attribute(mesh, name: str, width: int, fallback) -> np.ndarray:
+    """Blender's own integer attribute `name` (edge ends, face corners: read at once,
+    where the edges' and loops' properties take a call per element), else fallback()."""
+    attribute = mesh.attributes.get(name)
+    if attribute is None or attribute.data_type not in ('INT', 'INT32_2D'):
+        return fallback()
+    values = np.empty(len(attribute.data) * width, dtype=np.int32)
+    attribute.data.foreach_get("value", values)
+    return values
+
+
 def live_signature(scene, obj, depsgraph) -> str:
     """A digest of everything a preview's motion depends on but the animation: the
     object's settings, its mesh and vertex groups, the scene's gravity, frame rate and
@@ -104,10 +121,8 @@ def live_signature(scene, obj, depsgraph) -> str:
     digest.update(repr(values).encode())
     mesh = obj.data
     _digest_array(digest, vertex_positions(mesh))
-    _digest_array(digest, edge_vertices(mesh))
-    corners = np.empty(len(mesh.loops), dtype=np.int32)
-    mesh.loops.foreach_get("vertex_index", corners)
-    _digest_array(digest, corners)
+    _digest_array(digest, _int_attribute(mesh, ".edge_verts", 2, lambda: edge_vertices(mesh)))
+    _digest_array(digest, _int_attribute(mesh, ".corner_vert", 1, lambda: _corners(mesh)))
     for attribute in mesh.attributes:
         if attribute.domain == 'EDGE' and attribute.data_type in ('BOOLEAN', 'FLOAT'):
             values = np.empty(len(mesh.edges), dtype=bool if attribute.data_type == 'BOOLEAN' else np.float32)
@@ -283,10 +298,23 @@ def _budget() -> float | None:
     return None if bpy.app.background or rendering else UI_BUDGET_SECONDS
 
 
+def _drop_deleted() -> None:
+    """Previews whose object is gone (deleted, or its preview switched off by undo)."""
+    live = {obj.session_uid for obj in bpy.data.objects if is_live(obj)}
+    for gone in set(_previews) - live:
+        preview = _previews.pop(gone)
+        preview.job.simulation = None
+        if os.path.exists(preview.path):
+            os.remove(preview.path)
+    for gone in set(_failures) - live:
+        del _failures[gone]
+
+
 @bpy.app.handlers.persistent
 def on_frame_change(scene, _depsgraph=None) -> None:
     if bake.setting_frames:
         return
+    _drop_deleted()
     budget = _budget()
     if not _update_all(scene, budget) and not bpy.app.timers.is_registered(_continue):
         bpy.app.timers.register(_continue, first_interval=0.01)

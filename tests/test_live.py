@@ -3,6 +3,8 @@ stays as modelled, computed frames stay, a change computes again, and a bake aft
 the preview's."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,13 @@ def test_a_frame_change_in_the_window_computes_for_a_budget_then_goes_on(scene, 
         pass
     assert live.status(sheet) == "48 of 48 frames cached"
     np.testing.assert_array_equal(shown(sheet), play(scene, [48])[48])
+
+
+def test_a_deleted_object_s_preview_goes_with_it(scene, sheet):
+    bpy = require_bpy()
+    play(scene, [10])
+    live = submodule("live")
+    path = live._previews[live.key(sheet)].path
+    bpy.data.objects.remove(sheet)
+    scene.frame_set(11)
+    assert not live._previews and not os.path.exists(path)
