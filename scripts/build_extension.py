@@ -28,6 +28,7 @@ several machines can be put together in addon/wheels/ and packed with --skip-whe
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
 import os
 import platform
@@ -121,15 +122,35 @@ def has_build_requirements(python: str) -> bool:
     return subprocess.run([python, "-c", probe], capture_output=True, timeout=60).returncode == 0
 
 
-def build_wheel(python: str, out_dir: Path, tools: ReleaseTools | None) -> Path:
-    """``pip wheel`` of the repo root (the core) with `python`; returns the wheel. With
-    `tools`, the portable build: Zig's compiler, then auditwheel's manylinux tag."""
+def build_wheels(pythons: dict, out_dir: Path, tools: ReleaseTools | None) -> None:
+    """One wheel per Python, all at once: the cores are shared among the builds, and one
+    build's link-time optimization (a single thread, a third of a build) runs while the
+    other compiles. Each build's output goes to its log, printed if it fails."""
+    jobs = max(1, (os.cpu_count() or 2) // len(pythons))
+    with concurrent.futures.ThreadPoolExecutor(len(pythons)) as pool:
+        builds = {version: pool.submit(build_wheel, python, out_dir, tools, jobs)
+                  for version, python in sorted(pythons.items())}
+        failed = []
+        for version, build in builds.items():
+            try:
+                say(f"built {build.result().name} with Python {version[0]}.{version[1]}")
+            except subprocess.CalledProcessError as ex:
+                print(ex.output or ex, flush=True)
+                failed.append(f"{version[0]}.{version[1]}")
+    if failed:
+        raise SystemExit(f"build_extension: the build for Python {', '.join(failed)} failed (output above)")
+
+
+def build_wheel(python: str, out_dir: Path, tools: ReleaseTools | None, jobs: int | None = None) -> Path:
+    """``pip wheel`` of the repo root (the core) with `python`, on `jobs` cores (default:
+    all); returns the wheel. With `tools`, the portable build: Zig's compiler, then
+    auditwheel's manylinux tag. CalledProcessError with the build's output if it fails."""
     env = dict(os.environ)
     build_dir = "build/{wheel_tag}"
     if tools is not None:
         env.update(CXX=str(tools.cxx), CC=str(tools.cc))
         build_dir = f"build/{PORTABLE_PLATFORM}-{{wheel_tag}}"  # CMake's cache holds the compiler
-    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(jobs or os.cpu_count() or 2))
     with tempfile.TemporaryDirectory() as tmp:
         command = [python, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
                    "--wheel-dir", tmp, "--config-settings", f"build-dir={build_dir}"]
@@ -137,7 +158,8 @@ def build_wheel(python: str, out_dir: Path, tools: ReleaseTools | None) -> Path:
             command.append("--no-build-isolation")
         command.append(str(REPO))
         say(" ".join(command))
-        subprocess.run(command, check=True, cwd=REPO, env=env)
+        subprocess.run(command, check=True, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
         wheels = list(Path(tmp).glob("mass_spring-*.whl"))
         if len(wheels) != 1:
             raise SystemExit(f"build_extension: expected one mass_spring wheel, got {wheels}")
@@ -393,9 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             tools = ReleaseTools().ensure()
         for old in WHEELS.glob("mass_spring-*.whl"):
             old.unlink()
-        for version, python in sorted(pythons.items()):
-            wheel = build_wheel(python, WHEELS, tools)
-            say(f"built {wheel.name} with Python {version[0]}.{version[1]}")
+        build_wheels(pythons, WHEELS, tools)
     wheels = sorted(WHEELS.glob("mass_spring-*.whl"))
     if not wheels:
         raise SystemExit("build_extension: no wheels in addon/wheels/: build them first")

@@ -286,10 +286,10 @@ def test_a_bent_wire_keeps_its_modelled_shape():
         nudge[:, [0, 2]] = 0.002
         mss.velocities = nudge.ravel()
         mss.tolerance = 1e-4
-        mss.simulate(2.0, 20)
+        mss.simulate(2.0 if rest == "modelled" else 0.2, 20)
         moved[rest] = np.abs(mss.vertex_positions() - structure.positions).max()
     assert moved["modelled"] < 1e-3
-    assert moved["straight"] > 0.05
+    assert moved["straight"] > 0.05  # within 0.2 s
 
 
 def test_wire_rest_angles_are_checked_and_read():
