@@ -375,6 +375,10 @@ class System {
   // the order of Stencils), made with the pattern.
   std::vector<int> stencil_layout() const;
   std::vector<int> stencil_layout_;
+  // Per stencil, whether its Newton block is an outer product when projected
+  // (ElementMatrix::resize_stencils), made with the pattern.
+  std::vector<char> stencil_outer_layout() const;
+  std::vector<char> stencil_outer_;
   // Each law's stencils in chunks by where they lie (in the order of Stencils), as the
   // springs' (SpringChunks; one chunk below kSplitMinMasses masses). Made with the pattern.
   std::vector<ChunkPlan> plan_stencil_chunks() const;

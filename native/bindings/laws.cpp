@@ -34,7 +34,8 @@ py::tuple stencil_terms(const Law& law, const py::array_t<double>& x, const py::
     for (int d = 0; d < D; ++d) xs[j](d) = x.at(j, d), vs[j](d) = v.at(j, d);
   const auto t = law.template terms<D>(xs, vs, definite ? Need::kProjected : Need::kJacobian);
   constexpr int N = K * D;
-  return py::make_tuple(t.energy, as_array(t.f, N, 0), matrix_array(t.dfdx.data(), N, N),
+  const auto dfdx = t.jacobian();
+  return py::make_tuple(t.energy, as_array(t.f, N, 0), matrix_array(dfdx.data(), N, N),
                         matrix_array(t.dfdv.data(), N, N));
 }
 

@@ -97,7 +97,11 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     for (double l : chunk_largest) largest = std::max(largest, l);
   }
   pair += spring_chunks.all;
-  if (matrix) matrix->resize_stencils(pattern_ready_ ? stencil_layout_ : stencil_layout());
+  if (matrix) {
+    const std::vector<char> none;
+    matrix->resize_stencils(pattern_ready_ ? stencil_layout_ : stencil_layout(),
+                            !definite_newton_ ? none : pattern_ready_ ? stencil_outer_ : stencil_outer_layout());
+  }
   largest = std::max(largest, add_stencils(kin, cK, cV, F, matrix));
   if (F) element_force_scale_ = largest;
 
@@ -128,6 +132,18 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     }
     ++pair;
   }
+}
+
+// Which stencils' Newton blocks are outer products while Newton's matrix is projected:
+// those of laws whose projected matrix is one.
+template <int D>
+std::vector<char> System<D>::stencil_outer_layout() const {
+  std::vector<char> outer;
+  for_each_set(model_.stencils, [&](const auto& set) {
+    using Law = typename std::decay_t<decltype(set)>::Law;
+    outer.insert(outer.end(), set.size(), Law::kProjectInNewton && Law::kOuterProjected);
+  });
+  return outer;
 }
 
 template <int D>
@@ -213,7 +229,11 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
             out->template segment<D>(D * nodes[j] - offset) += fj;
             most = std::max(most, fj.cwiseAbs().maxCoeff());
           }
-        if (matrix) matrix->set_stencil(first_stencil + *e, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
+        if (!matrix) continue;
+        if (t.outer)  // -cK dfdx; such a law has no velocity terms (kOuterProjected)
+          matrix->set_stencil_outer(first_stencil + *e, nodes.data(), cK * t.outer_scale, t.u);
+        else
+          matrix->set_stencil(first_stencil + *e, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
       }
       return most;
     };
@@ -252,7 +272,7 @@ double System<D>::stencils_stiffness() const {
   double largest = 0.0;
   each_stencil(kinematics(state_.q, state_.v, path, state_.time),
                [&](const auto& law, const auto& x, const auto& v, const auto&) {
-                 largest = std::max(largest, law.template terms<D>(x, v).dfdx.cwiseAbs().maxCoeff());
+                 largest = std::max(largest, law.template terms<D>(x, v).jacobian().cwiseAbs().maxCoeff());
                });
   return largest;
 }
@@ -435,6 +455,7 @@ void System<D>::ensure_pattern() {
 
   spring_chunks_ = plan_spring_chunks();
   stencil_layout_ = stencil_layout();
+  stencil_outer_ = stencil_outer_layout();
   stencil_chunks_ = plan_stencil_chunks();
   ElementMatrix pattern;
   const FixPath<D> path = resting_path();

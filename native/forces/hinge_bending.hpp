@@ -31,6 +31,7 @@ struct HingeBending {
   // grad(theta)^T: positive semi-definite, and without theta's Hessian, which costs most
   // of a hinge's evaluation (docs/performance.md, "Angular bending").
   static constexpr bool kProjectInNewton = true;
+  static constexpr bool kOuterProjected = true;  // k grad(theta) grad(theta)^T
   double stiffness = 0.0;   // k, N m per radian
   double rest_angle = 0.0;  // theta_rest, radians in [-pi, pi]
 
@@ -95,8 +96,13 @@ StencilTerms<4, D> HingeBending::terms(const std::array<Vec<D>, 4>& x, const std
     if (need == Need::kEnergy) return out;
     out.f = -stiffness * d * angle.grad;
     if (need == Need::kForces) return out;
-    out.dfdx = -stiffness * angle.grad * angle.grad.transpose();
-    if (need == Need::kJacobian) out.dfdx -= stiffness * d * angle.hess;
+    if (need == Need::kProjected) {
+      out.outer = true;
+      out.outer_scale = stiffness;
+      out.u = angle.grad;
+      return out;
+    }
+    out.dfdx = -stiffness * (angle.grad * angle.grad.transpose() + d * angle.hess);
   }
   return out;
 }

@@ -32,6 +32,14 @@ struct StencilTerms {
   Vector f = Vector::Zero();     // the force on each vertex, D entries per vertex
   Matrix dfdx = Matrix::Zero();  // d f / d (positions)
   Matrix dfdv = Matrix::Zero();  // d f / d (velocities)
+  // A law whose projected matrix is an outer product (kOuterProjected) gives it as one:
+  // with `outer`, d f / d (positions) is -outer_scale u u^T and dfdx is left zero (the
+  // Newton matrix keeps 1 + kD numbers instead of (kD)^2: ElementMatrix::set_stencil_outer).
+  bool outer = false;
+  double outer_scale = 0.0;
+  Vector u = Vector::Zero();
+  // d f / d (positions), whichever way it is given.
+  Matrix jacobian() const { return outer ? Matrix(-outer_scale * u * u.transpose()) : dfdx; }
 };
 
 // The symmetric matrix M with its negative eigenvalues set to zero: a law's stiffness

@@ -35,6 +35,7 @@ struct WireBending {
   // wire the positive part doubled Newton's iterations, and its eigen-decompositions
   // cost more than the solves (docs/performance.md, "Stencils: bending on three vertices").
   static constexpr bool kProjectInNewton = false;
+  static constexpr bool kOuterProjected = false;
   double stiffness = 0.0;   // k, N m (a moment per radian)
   double rest_angle = 0.0;  // theta_rest, radians in [0, pi); NaN: the angle when added
 

@@ -18,6 +18,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "parallel/chunk_sums.hpp"
@@ -63,19 +64,22 @@ class ElementMatrix {
       for (int c = 0; c < dim_; ++c) out[dim_ * r + c] = W(r, c);
   }
   // The stencils' layout: stencil s has the vertices start[s] ... start[s + 1] - 1 of the
-  // list set_stencil fills. Kept while it stays the same (once per topology).
-  void resize_stencils(const std::vector<int>& start) {
-    if (start == stencil_start_) return;
+  // list set_stencil fills, and its block is an outer product where outer[s] (empty: none
+  // is). Kept while it stays the same (once per topology and kind of Newton matrix).
+  void resize_stencils(const std::vector<int>& start, const std::vector<char>& outer) {
+    if (start == stencil_start_ && outer == stencil_outer_) return;
     stencil_start_ = start;
+    stencil_outer_ = outer;
     const int count = num_stencils();
     stencil_value_start_.assign(count + 1, 0);
     for (int k = 0; k < count; ++k) {
       const std::size_t n = static_cast<std::size_t>(stencil_start_[k + 1] - stencil_start_[k]) * dim_;
-      stencil_value_start_[k + 1] = stencil_value_start_[k] + n * n;
+      stencil_value_start_[k + 1] = stencil_value_start_[k] + (is_outer(k) ? 1 + n : n * n);
     }
     stencil_node_.assign(stencil_start_.empty() ? 0 : stencil_start_.back(), -1);
     stencil_value_.assign(stencil_value_start_.back(), 0.0);
     merged_.fresh = false;
+    merged_.nodes.clear();  // the sources' places moved: plan the merge again
   }
   // Stencil s over masses nodes[0 ... k - 1] (-1 for a fix), with its block B ((kD) x (kD)).
   template <class Block>
@@ -86,10 +90,39 @@ class ElementMatrix {
     for (int r = 0; r < n; ++r)
       for (int c = 0; c < n; ++c) out[n * r + c] = B(r, c);
   }
-  // Stencil s's vertices (-1: a fix), its count, and its block ((kD) x (kD), row-major).
+  // Stencil s (laid out as an outer product) with the block scale * u u^T: 1 + kD numbers
+  // where the block has (kD)^2 (a hinge: 13 instead of 144; what assembly writes and the
+  // merge reads, docs/performance.md "Angular bending").
+  template <class Vector>
+  void set_stencil_outer(int s, const int* nodes, double scale, const Vector& u) {
+    const int first = stencil_start_[s], k = stencil_start_[s + 1] - first, n = k * dim_;
+    std::copy(nodes, nodes + k, &stencil_node_[first]);
+    double* out = &stencil_value_[stencil_value_start_[s]];
+    out[0] = scale;
+    for (int r = 0; r < n; ++r) out[1 + r] = u(r);
+  }
+  bool is_outer(int s) const { return !stencil_outer_.empty() && stencil_outer_[s]; }
+  // out += the D x D block (i, j) of stencil s, row-major.
+  template <int D>
+  void add_stencil_block(int s, int i, int j, double* out) const {
+    const double* V = &stencil_value_[stencil_value_start_[s]];
+    if (is_outer(s)) {
+      const double* ui = V + 1 + D * i;
+      const double* uj = V + 1 + D * j;
+      for (int r = 0; r < D; ++r) {
+        const double row = V[0] * ui[r];
+        for (int c = 0; c < D; ++c) out[D * r + c] += row * uj[c];
+      }
+      return;
+    }
+    const int n = (stencil_start_[s + 1] - stencil_start_[s]) * D;
+    const double* B = V + static_cast<std::size_t>(n) * D * i + D * j;
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c) out[D * r + c] += B[n * r + c];
+  }
+  // Stencil s's vertices (-1: a fix) and their count.
   const int* stencil_nodes(int s) const { return &stencil_node_[stencil_start_[s]]; }
   int stencil_size(int s) const { return stencil_start_[s + 1] - stencil_start_[s]; }
-  const double* stencil_block(int s) const { return &stencil_value_[stencil_value_start_[s]]; }
   const std::vector<int>& stencil_vertices() const { return stencil_node_; }
   int num_stencils() const { return stencil_start_.empty() ? 0 : static_cast<int>(stencil_start_.size()) - 1; }
   const std::vector<int>& block_nodes() const { return block_nodes_; }
@@ -110,14 +143,18 @@ class ElementMatrix {
   int num_rods() const { return static_cast<int>(rod_grad_.size()) / (dim_ > 0 ? dim_ : 1); }
 
   // The stencils' blocks summed per pair of masses (merge_stencils): rows as CSR over the
-  // masses; merged block k sums the D x D blocks of stencil_value_ that start at
-  // source[source_start[k]] ... source[source_start[k + 1] - 1] (rows source_stride
-  // apart), and the block of the same masses the other way round is transpose[k];
-  // `nodes` the stencils' masses the pattern was made for.
+  // masses; merged block k sums the D x D blocks (i, j) of the stencils
+  // source[source_start[k]] ... source[source_start[k + 1] - 1], in stencil order, and
+  // the block of the same masses the other way round is transpose[k]; `nodes` the
+  // stencils' masses the pattern was made for.
   struct MergedStencils {
+    struct Source {
+      int stencil;
+      std::uint8_t i, j;
+    };
     bool fresh = false;
-    std::vector<int> nodes, row_start, col, transpose, source_start, source_stride;
-    std::vector<std::size_t> source;
+    std::vector<int> nodes, row_start, col, transpose, source_start;
+    std::vector<Source> source;
     std::vector<double> value;
   };
   // The stencils' blocks merged, up to date with the last assembly.
@@ -187,14 +224,18 @@ class ElementMatrix {
       sink.add(row, row, 0.0);
     }
     for (int st = 0; st < num_stencils(); ++st) {
-      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first, n = k * D;
-      const double* B = &stencil_value_[stencil_value_start_[st]];
+      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first;
       for (int i = 0; i < k; ++i)
         for (int j = 0; j < k; ++j) {
           const int a = stencil_node_[first + i], b = stencil_node_[first + j];
           if (a < 0 || b < 0) continue;
+          double B[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+          if (D == 3)
+            add_stencil_block<3>(st, i, j, B);
+          else
+            add_stencil_block<2>(st, i, j, B);
           for (int r = 0; r < D; ++r)
-            for (int c = 0; c < D; ++c) sink.add(D * a + r, D * b + c, B[n * (D * i + r) + D * j + c]);
+            for (int c = 0; c < D; ++c) sink.add(D * a + r, D * b + c, B[D * r + c]);
         }
     }
   }
@@ -256,10 +297,8 @@ class ElementMatrix {
           double* out = &merged_.value[static_cast<std::size_t>(k) * D * D];
           std::fill_n(out, D * D, 0.0);
           for (int q = merged_.source_start[k]; q < merged_.source_start[k + 1]; ++q) {
-            const double* B = &stencil_value_[merged_.source[q]];
-            const int n = merged_.source_stride[q];
-            for (int r = 0; r < D; ++r)
-              for (int c = 0; c < D; ++c) out[D * r + c] += B[n * r + c];
+            const MergedStencils::Source& from = merged_.source[q];
+            add_stencil_block<D>(from.stencil, from.i, from.j, out);
           }
         }
     });
@@ -295,30 +334,23 @@ class ElementMatrix {
     // Each stencil block (i, j) in stencil order: its merged block, where it starts, its
     // row length. Then grouped by merged block, keeping that order (a counting sort).
     std::vector<int> slot;
-    std::vector<std::size_t> start;
-    std::vector<int> stride;
+    std::vector<MergedStencils::Source> from;
     for (int st = 0; st < num_stencils(); ++st) {
-      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first, n = k * D;
+      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first;
       for (int i = 0; i < k; ++i)
         for (int j = 0; j < k; ++j) {
           const int a = stencil_node_[first + i], b = stencil_node_[first + j];
           if (a < 0 || b < 0) continue;
           slot.push_back(find(a, b));
-          start.push_back(stencil_value_start_[st] + static_cast<std::size_t>(n) * D * i + D * j);
-          stride.push_back(n);
+          from.push_back({st, static_cast<std::uint8_t>(i), static_cast<std::uint8_t>(j)});
         }
     }
     merged_.source_start.assign(blocks + 1, 0);
     for (int s : slot) ++merged_.source_start[s + 1];
     for (std::size_t k = 0; k < blocks; ++k) merged_.source_start[k + 1] += merged_.source_start[k];
     merged_.source.resize(slot.size());
-    merged_.source_stride.resize(slot.size());
     std::vector<int> next(merged_.source_start.begin(), merged_.source_start.end() - 1);
-    for (std::size_t q = 0; q < slot.size(); ++q) {
-      const int at = next[slot[q]]++;
-      merged_.source[at] = start[q];
-      merged_.source_stride[at] = stride[q];
-    }
+    for (std::size_t q = 0; q < slot.size(); ++q) merged_.source[next[slot[q]]++] = from[q];
     merged_.value.assign(blocks * D * D, 0.0);
     merged_.nodes = stencil_node_;
   }
@@ -382,6 +414,7 @@ class ElementMatrix {
   std::vector<double> node_block_;  // D x D per mass, zero but for block_nodes_
   std::vector<int> block_nodes_;
   std::vector<int> stencil_start_, stencil_node_;
+  std::vector<char> stencil_outer_;  // per stencil: its block is an outer product (empty: none)
   std::vector<std::size_t> stencil_value_start_;
   std::vector<double> stencil_value_;
   // A parallel product's chunks of pairs, by where they lie.
