@@ -229,8 +229,10 @@ def check_distinct_pc2_files(jobs) -> None:
         owners[key] = job.object_name
 
 
-def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
-    """Refuse what the bake can't handle without damaging the mesh; return warnings."""
+def check_object(scene, obj, overrides: dict | None = None, writes: bool = True) -> list[str]:
+    """Refuse what the bake can't handle without damaging the mesh; return warnings.
+    Without `writes` (the live preview, which writes no bake), what only writing shape
+    keys or a PC2 bake needs is not checked."""
     if obj is None or obj.type != 'MESH':
         kind = "nothing" if obj is None else f"'{obj.name}', a {obj.type.lower()} object"
         raise BakeError(f"the bake needs a mesh object, got {kind}")
@@ -247,7 +249,7 @@ def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
         raise BakeError(f"Mass–Spring is not enabled on '{obj.name}': tick it in Properties ▸ Physics")
     record = writers.bake_record(obj) or {}
     key = obj.data.shape_keys
-    if key is not None:
+    if key is not None and writes:
         ours = set(record.get("keys", [])) | ({record.get("basis")} if record.get("keys") else set())
         foreign = [kb.name for kb in key.key_blocks if kb.name not in ours]
         if foreign:
@@ -256,7 +258,9 @@ def check_object(scene, obj, overrides: dict | None = None) -> list[str]:
                 f"'{obj.name}' already has shape keys ({listed}). The bake simulates the base mesh "
                 "and stores its own shape keys, so it would hide or fight with these: apply or "
                 "delete them first (Shape Keys ▸ ⌄ ▸ Delete All Shape Keys / Apply All Shape Keys)")
-    if settings.output == 'SHAPE_KEYS':
+    if not writes:
+        pass
+    elif settings.output == 'SHAPE_KEYS':
         users = obj.data.users - int(obj.data.use_fake_user)
         if users > 1:
             raise BakeError(
@@ -350,11 +354,11 @@ def set_frame(scene, frame: int, subframe: float = 0.0) -> None:
 class BakeJob:
     """One bake of one object, advanced in small steps (see module doc)."""
 
-    def __init__(self, scene, obj, overrides: dict | None = None):
+    def __init__(self, scene, obj, overrides: dict | None = None, writes: bool = True):
         self.scene = scene
         self.obj = obj
         self.object_name = obj.name if obj is not None else ""
-        self.warnings = check_object(scene, obj, overrides)
+        self.warnings = check_object(scene, obj, overrides, writes)
         try:
             self.arrays = mesh_to_arrays(obj, BakeSettings(obj, overrides))
         except BakeError as ex:
@@ -448,11 +452,8 @@ class BakeJob:
         preview: live.py)."""
         deadline = time.perf_counter() + budget_seconds
         try:
-            while len(self._matrices) < len(self.frames):
-                self._sample_transform(int(self.frames[len(self._matrices)]))
-                if time.perf_counter() > deadline:
-                    return False
-            self._restore_frame()
+            if not self._sample_transforms(deadline):
+                return False
             if self.simulation is None:
                 begin = time.perf_counter()
                 self.simulation = FrameSimulation(self.arrays, self.settings, self._matrices,
@@ -471,6 +472,33 @@ class BakeJob:
             self._restore_frame()
             raise
         return self.simulation.done
+
+    def _sample_transforms(self, deadline: float) -> bool:
+        """Sample the frames' transforms (and moving colliders) until `deadline`; True
+        when all are."""
+        while len(self._matrices) < len(self.frames):
+            self._sample_transform(int(self.frames[len(self._matrices)]))
+            if time.perf_counter() > deadline and len(self._matrices) < len(self.frames):
+                self._restore_frame()  # the user's frame between steps
+                return False
+        self._restore_frame()
+        return True
+
+    def adopt(self, other: BakeJob) -> bool:
+        """Take over the simulation of `other` (a live preview's job) if it was made from
+        the very inputs of this job: the mesh's arrays, the settings, the transforms and
+        colliders at every frame. True if taken; this job then goes on from where that one
+        got to, and bakes what it would have computed itself."""
+        self._sample_transforms(float("inf"))
+        if other.simulation is None or not (
+                same_values(self.arrays, other.arrays) and same_values(self.settings, other.settings)
+                and np.array_equal(self.frames, other.frames)
+                and len(other._matrices) == len(self._matrices)
+                and np.array_equal(np.asarray(self._matrices), np.asarray(other._matrices))
+                and same_values(self.collider_frames, other.collider_frames)):
+            return False
+        self.simulation, self.simulate_seconds = other.simulation, other.simulate_seconds
+        return True
 
     def _sample_transform(self, frame: int) -> None:
         """The object's matrix and the moving colliders at `frame`."""
@@ -595,6 +623,23 @@ class BakeJob:
         return part
 
 
+def same_values(a, b) -> bool:
+    """Two dataclasses (or None) with equal fields, numpy arrays and lists of them included."""
+    if a is None or b is None:
+        return a is b
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, list) or isinstance(y, list):
+            if len(x) != len(y) or not all(np.array_equal(p, q) for p, q in zip(x, y)):
+                return False
+        elif isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
 def run_job(job: BakeJob, *, progress=None, should_cancel=None, budget_seconds: float = 0.25) -> None:
     """Simulate `job` to the end, reporting progress and polling should_cancel as
     bake_object describes; BakeCancelled if cancelled (nothing written)."""
@@ -626,10 +671,12 @@ def bake_object(scene, obj, *, progress=None, should_cancel=None, budget_seconds
 
 
 def new_job(scene, obj, overrides: dict | None = None) -> BakeJob:
-    """The bake's job: the live preview's when it still shows what this bake computes
-    (live.take_job: its frames are not computed again), else a new one."""
+    """The bake's job; it takes over the live preview's simulation when that was made from
+    the same inputs (live.hand_over: its frames are not computed again)."""
     from . import live
-    return live.take_job(scene, obj, overrides) or BakeJob(scene, obj, overrides)
+    job = BakeJob(scene, obj, overrides)
+    live.hand_over(obj, job)
+    return job
 
 
 def enabled_objects(scene) -> list:

@@ -1,22 +1,24 @@
 """Live preview: the simulation plays with the timeline, no bake needed.
 
 While an object's Live Preview is on, a frame change simulates from the last computed
-frame to the new one with the bake's own job (bake.BakeJob, so the numbers are a bake's)
-and shows the result through a Mesh Cache modifier that reads a PC2 file in Blender's
-temporary folder: the mesh itself stays as modelled. Computed frames stay (in the job's
-buffer and in the file), so scrubbing back shows them at once and a jump ahead computes
-the frames between.
+frame to the new one with a bake's own job (bake.BakeJob, so the numbers are a bake's)
+and shows the result through the modifier 'Mass–Spring Live Preview', a Mesh Cache that
+reads a PC2 file in Blender's temporary folder: the mesh itself stays as modelled. The
+file holds the frames computed so far (a frame beyond them shows the last one), so
+scrubbing back shows them at once and a jump ahead computes the frames between.
 
-A change of the settings, the mesh, its vertex groups, the scene's gravity or frame range,
-or the colliders (live_signature), or an object or collider found elsewhere than the job
-sampled it at a frame (its animation changed), drops every frame; the next frame change
-computes them again. Bake takes a preview's job over while it is still valid (take_job):
-what was computed is not computed again, and the bake is the one the preview showed; a
-written bake switches the preview off (its modifier would cover the bake).
+A change of what the motion depends on (live_signature: the settings, the mesh, its
+vertex groups, the scene's gravity and frame range, the colliders, the animation of the
+object, its parents and the moving colliders), or the object found elsewhere than the job
+sampled it at a frame, drops every frame; the next frame change computes them again. A
+bake takes the preview's simulation over when it was made from the bake's very inputs
+(hand_over, BakeJob.adopt): nothing is computed twice and the bake is what the preview
+showed. A written bake switches the preview off (its modifier would cover the bake).
 
 In Blender's window a frame change computes for at most UI_BUDGET_SECONDS and a timer
 goes on from there, so a long frame never freezes the UI; in background mode (scripts,
-tests) a frame change computes up to its frame at once.
+tests) and while rendering, a frame change computes up to its frame at once. Nothing
+raises out of a frame change: a preview that fails stops, and the panel says why.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .errors import BakeError
 from .mesh_arrays import edge_vertices, vertex_positions
 
 UI_BUDGET_SECONDS = 0.1
+MODIFIER = writers.LIVE_MODIFIER_NAME
 
 # Settings that change what is shown or stored, not the motion.
 DISPLAY_SETTINGS = {"rna_type", "name", "live_preview", "show_forces", "output", "pc2_path"}
@@ -43,8 +46,8 @@ DISPLAY_SETTINGS = {"rna_type", "name", "live_preview", "show_forces", "output",
 
 @dataclass
 class Preview:
-    """One object's live simulation: the job, what it was made from, and how many frames
-    of the range the PC2 file holds."""
+    """One object's live simulation: the job, what it was made from, the file showing it
+    and how many frames of the range the file holds."""
 
     job: BakeJob
     signature: str
@@ -59,8 +62,18 @@ class Preview:
         return self.job.simulation.frames_done if self.job.simulation is not None else 0
 
 
-_previews: dict[int, Preview] = {}           # by Object.session_uid
-_failures: dict[int, tuple[str, str]] = {}   # why a preview stopped, and its signature then
+@dataclass
+class Failure:
+    """Why a preview stopped; with the signature it failed with when it failed while
+    simulating (it is tried again once that changes), else None (bad input, cheap to
+    check again at the next frame change)."""
+
+    message: str
+    signature: str | None = None
+
+
+_previews: dict[int, Preview] = {}   # by Object.session_uid
+_failures: dict[int, Failure] = {}
 
 
 def key(obj) -> int:
@@ -70,7 +83,7 @@ def key(obj) -> int:
 def status(obj) -> str:
     """What the panel says about the preview of `obj`."""
     if key(obj) in _failures:
-        return _failures[key(obj)][0]
+        return _failures[key(obj)].message
     preview = _previews.get(key(obj))
     if preview is None:
         return "no frames cached yet: change the frame to compute"
@@ -104,10 +117,45 @@ def _int_attribute(mesh, name: str, width: int, fallback) -> np.ndarray:
     return values
 
 
+def _fcurves(action) -> list:
+    if bpy.app.version < (4, 4, 0):
+        return list(action.fcurves)
+    return [curve for layer in action.layers for strip in layer.strips
+            for bag in strip.channelbags for curve in bag.fcurves]
+
+
+def _digest_animation(digest, owner) -> None:
+    """The keyframes and drivers of `owner` (an ID), if it is animated."""
+    animation = getattr(owner, "animation_data", None)
+    if animation is None:
+        return
+    if animation.action is not None:
+        digest.update(animation.action.name.encode())
+        for curve in _fcurves(animation.action):
+            digest.update(f"{curve.data_path}[{curve.array_index}]".encode())
+            points = np.empty(6 * len(curve.keyframe_points), dtype=np.float32)
+            for name, part in (("co", 0), ("handle_left", 2), ("handle_right", 4)):
+                values = np.empty(2 * len(curve.keyframe_points), dtype=np.float32)
+                curve.keyframe_points.foreach_get(name, values)
+                points[part::6], points[part + 1::6] = values[0::2], values[1::2]
+            _digest_array(digest, points)
+    for driver in animation.drivers:
+        digest.update(f"{driver.data_path}[{driver.array_index}]{driver.driver.expression}".encode())
+
+
+def _digest_motion(digest, obj) -> None:
+    """What moves `obj` over time: its and its parents' animation and constraints."""
+    while obj is not None:
+        digest.update(repr((obj.name, [c.type for c in obj.constraints], tuple(map(tuple, obj.matrix_parent_inverse)))).encode())
+        _digest_animation(digest, obj)
+        obj = obj.parent
+
+
 def live_signature(scene, obj, depsgraph) -> str:
-    """A digest of everything a preview's motion depends on but the animation: the
-    object's settings, its mesh and vertex groups, the scene's gravity, frame rate and
-    range, and the colliders (which ones, their shape, thickness and friction)."""
+    """A digest of everything a preview's motion depends on: the object's settings, its
+    mesh and vertex groups, the scene's gravity, frame rate and range, the colliders
+    (which ones, their shape, thickness and friction) and the animation that moves the
+    object and the moving colliders."""
     digest = hashlib.sha1()
     settings = obj.mass_spring
     values = []
@@ -133,33 +181,29 @@ def live_signature(scene, obj, depsgraph) -> str:
         digest.update(group.name.encode())
     digest.update(repr([(v.index, [(g.group, g.weight) for g in v.groups]) for v in mesh.vertices
                         if len(v.groups)]).encode())
+    _digest_motion(digest, obj)
     for collider in colliders.scene_colliders(scene, obj, depsgraph):
+        static = colliders.is_static(collider)
         digest.update(repr((collider.name, float(collider.collision.thickness_outer),
-                            float(collider.mass_spring_collision.friction),
-                            colliders.is_static(collider))).encode())
-        if colliders.is_static(collider):
+                            float(collider.mass_spring_collision.friction), static)).encode())
+        if static:
             verts, tris = colliders.world_triangles(collider, depsgraph)
             _digest_array(digest, verts)
             _digest_array(digest, tris)
+        else:
+            _digest_motion(digest, collider)
+            _digest_animation(digest, collider.data.shape_keys)
     return digest.hexdigest()
 
 
-def sampled_here(preview: Preview, scene, obj, depsgraph, frame: int) -> bool:
-    """Whether the object and the moving colliders are at `frame` where the job sampled
-    them (their animation did not change since)."""
+def sampled_here(preview: Preview, obj, frame: int) -> bool:
+    """Whether the object is at `frame` where the job sampled it (what moves it did not
+    change in a way the signature misses, e.g. a constraint's target)."""
     job = preview.job
     k = frame - int(preview.frames[0])
     if not 0 <= k < len(job._matrices):
         return True
-    if not np.allclose(np.array(obj.matrix_world, dtype=np.float64), job._matrices[k], rtol=0, atol=1e-9):
-        return False
-    reader = job.colliders
-    if reader is None or not reader.moving or k >= len(reader.frames.moving_vertices):
-        return True
-    now = [colliders.world_triangles(c, depsgraph)[0] for c in reader.moving_objects]
-    now = np.concatenate(now) if now else np.zeros((0, 3))
-    return now.shape == reader.frames.moving_vertices[k].shape and np.allclose(
-        now, reader.frames.moving_vertices[k], rtol=0, atol=1e-9)
+    return np.allclose(np.array(obj.matrix_world, dtype=np.float64), job._matrices[k], rtol=0, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,11 +216,18 @@ def cache_path(obj) -> str:
 
 
 def _show(obj, preview: Preview) -> None:
-    """The Live Preview modifier reads the preview's file (added first in the stack)."""
-    modifier = obj.modifiers.get(writers.LIVE_MODIFIER_NAME)
+    """The Live Preview modifier reads the preview's file: added (again, if removed) after
+    a PC2 bake's Mesh Cache, else first in the stack."""
+    modifier = obj.modifiers.get(MODIFIER)
     if modifier is None or modifier.type != 'MESH_CACHE':
-        writers.add_mesh_cache(obj, preview.path, int(preview.frames[0]), name=writers.LIVE_MODIFIER_NAME)
-        modifier = obj.modifiers[writers.LIVE_MODIFIER_NAME]
+        if modifier is not None:
+            obj.modifiers.remove(modifier)
+        writers.add_mesh_cache(obj, preview.path, int(preview.frames[0]), name=MODIFIER)
+        modifier = obj.modifiers[MODIFIER]
+        record = writers.bake_record(obj) or {}
+        baked = obj.modifiers.get(record.get("modifier", "")) if record.get("output") == "PC2" else None
+        if baked is not None and baked.type == 'MESH_CACHE':  # the preview, not the bake, shows
+            writers.move_modifier(obj, modifier, list(obj.modifiers).index(baked))
     modifier.interpolation = 'NONE'  # one sample per frame: the frames as computed
     if modifier.filepath != preview.path:
         modifier.filepath = preview.path
@@ -185,45 +236,50 @@ def _show(obj, preview: Preview) -> None:
 
 
 def _write_new_frames(obj, preview: Preview) -> None:
-    """The frames computed since the last write into the file; the object shows them."""
+    """The frames computed since the last write into the file (its header counts them);
+    the object shows them. The file is written anew if it went missing."""
     done = preview.computed()
-    if done <= preview.written:
+    if done <= preview.written and os.path.exists(preview.path):
+        return
+    if done == 0:
+        _write_modelled(preview)
         return
     local = preview.job.simulation.local_positions
-    row = local.shape[1] * 3 * 4
-    with open(preview.path, "r+b") as handle:
-        handle.seek(writers.PC2_HEADER.size + preview.written * row)
+    if not os.path.exists(preview.path):
+        preview.written = 0
+    mode = "r+b" if preview.written else "wb"
+    with open(preview.path, mode) as handle:
+        handle.write(writers.PC2_HEADER.pack(writers.PC2_MAGIC, 1, local.shape[1], float(preview.frames[0]), 1.0, done))
+        handle.seek(writers.PC2_HEADER.size + preview.written * local.shape[1] * 12)
         np.ascontiguousarray(local[preview.written:done], dtype="<f4").tofile(handle)
     preview.written = done
     obj.update_tag(refresh={'DATA'})
 
 
-def _start(scene, obj, signature: str) -> Preview:
-    """A new preview of `obj`: its job, and a file holding the modelled shape at every
-    frame until computed."""
-    stop(obj, remove_modifier=False)
-    job = BakeJob(scene, obj)
-    while job.simulation is None:  # samples the transforms, makes the simulation
-        job.step(0.05, frames=1)
-    preview = Preview(job=job, signature=signature, path=cache_path(obj))
-    rest = np.broadcast_to(job.arrays.local_positions.astype(np.float32),
-                           (len(job.frames), job.arrays.vertex_count, 3))
-    writers.write_pc2(preview.path, int(job.frames[0]), rest)
-    _previews[key(obj)] = preview
-    _show(obj, preview)
-    return preview
+def _write_modelled(preview: Preview) -> None:
+    """A new preview's file: the modelled shape, until the first frame is computed (the
+    modifier never reads a missing file)."""
+    modelled = preview.job.arrays.local_positions.astype(np.float32)[None]
+    with open(preview.path, "wb") as handle:
+        handle.write(writers.PC2_HEADER.pack(writers.PC2_MAGIC, 1, modelled.shape[1], float(preview.frames[0]), 1.0, 1))
+        np.ascontiguousarray(modelled, dtype="<f4").tofile(handle)
+    preview.written = 0  # the simulation's first frame replaces it
+
+
+def _remove_file(preview: Preview) -> None:
+    if os.path.exists(preview.path):
+        os.remove(preview.path)
 
 
 def stop(obj, remove_modifier: bool = True) -> None:
-    """Drop the preview of `obj` (and, with remove_modifier, the modifier showing it)."""
+    """Drop the preview of `obj` and its file (and, with remove_modifier, the modifier)."""
     preview = _previews.pop(key(obj), None)
     _failures.pop(key(obj), None)
     if preview is not None:
         preview.job.cancel()
-        if os.path.exists(preview.path):
-            os.remove(preview.path)
+        _remove_file(preview)
     if remove_modifier:
-        modifier = obj.modifiers.get(writers.LIVE_MODIFIER_NAME)
+        modifier = obj.modifiers.get(MODIFIER)
         if modifier is not None:
             obj.modifiers.remove(modifier)
 
@@ -240,51 +296,84 @@ def is_live(obj) -> bool:
 def update(scene, obj, budget_seconds: float | None = None) -> bool:
     """Bring the preview of `obj` to the scene's frame: start or restart it if what it
     depends on changed, then compute up to the frame (for at most `budget_seconds`; None:
-    all). True when the frame is shown; a failure stops the preview with its message
-    (status)."""
+    all). True when there is nothing more to compute; a failure stops the preview with
+    its message (status), never raising."""
     if obj.mode == 'EDIT':
         return True
     if not is_live(obj):
-        if key(obj) in _previews or key(obj) in _failures:
+        if key(obj) in _previews or key(obj) in _failures or obj.modifiers.get(MODIFIER) is not None:
             stop(obj)
         return True
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    frame = scene.frame_current
-    signature = live_signature(scene, obj, depsgraph)
-    if _failures.get(key(obj), ("", ""))[1] == signature:
-        return True  # it failed with these very inputs: change something to try again
+    deadline = None if budget_seconds is None else time.perf_counter() + budget_seconds
+    signature = None
     try:
+        signature = live_signature(scene, obj, bpy.context.evaluated_depsgraph_get())
+        failed = _failures.get(key(obj))
+        if failed is not None and failed.signature == signature:
+            return True  # it failed simulating these very inputs: change something to try again
         preview = _previews.get(key(obj))
-        if preview is None or preview.signature != signature or not sampled_here(preview, scene, obj, depsgraph, frame):
-            preview = _start(scene, obj, signature)
-        wanted = int(np.clip(frame - int(preview.frames[0]) + 1, 1, len(preview.frames)))
-        deadline = None if budget_seconds is None else time.perf_counter() + budget_seconds
+        if preview is None or preview.signature != signature or not sampled_here(preview, obj, scene.frame_current):
+            stop(obj, remove_modifier=False)
+            preview = Preview(job=BakeJob(scene, obj, writes=False), signature=signature, path=cache_path(obj))
+            _previews[key(obj)] = preview
+            _write_modelled(preview)
+        _show(obj, preview)
+        wanted = int(np.clip(scene.frame_current - int(preview.frames[0]) + 1, 1, len(preview.frames)))
         while preview.computed() < wanted:
             left = 1e9 if deadline is None else deadline - time.perf_counter()
             if left <= 0:
-                break
-            preview.job.step(min(left, 0.05), frames=wanted)
+                return False
+            try:
+                preview.job.step(min(left, 0.05), frames=wanted)
+            except BakeError as ex:
+                raise _SimulationFailed(str(ex)) from ex
             _write_new_frames(obj, preview)
-        return preview.computed() >= wanted
-    except BakeError as ex:
-        stop(obj, remove_modifier=False)
-        _failures[key(obj)] = (f"stopped: {ex}", signature)
+        _write_new_frames(obj, preview)  # also a file that went missing
         return True
+    except _SimulationFailed as ex:
+        _fail(obj, Failure(f"stopped: {ex}", signature))
+    except BakeError as ex:  # bad input, found before simulating
+        _fail(obj, Failure(f"stopped: {ex}"))
+    except Exception as ex:  # noqa: BLE001 (a frame change must not raise)
+        _fail(obj, Failure(f"stopped: {type(ex).__name__}: {ex}", signature))
+    return True
+
+
+class _SimulationFailed(Exception):
+    pass
+
+
+def _fail(obj, failure: Failure) -> None:
+    """Stop the preview of `obj` (the mesh shows as modelled) and keep why."""
+    stop(obj)
+    _failures[key(obj)] = failure
 
 
 def _update_all(scene, budget_seconds: float | None) -> bool:
+    """Every live object of `scene` to its frame, and what is left of switched-off or
+    disabled ones removed; True when all are done."""
     done = True
     for obj in scene.objects:
-        if is_live(obj):
+        if obj.type == 'MESH' and (is_live(obj) or key(obj) in _previews or key(obj) in _failures
+                                   or obj.modifiers.get(MODIFIER) is not None):
             done = update(scene, obj, budget_seconds) and done
     return done
 
 
+def _drop_deleted() -> None:
+    """Previews whose object is gone (deleted, or its preview switched off by undo)."""
+    live = {obj.session_uid for obj in bpy.data.objects if is_live(obj)}
+    for gone in set(_previews) - live:
+        _remove_file(_previews.pop(gone))
+    for gone in set(_failures) - live:
+        del _failures[gone]
+
+
 def _continue() -> float | None:
     """Timer: go on computing the frame the timeline is at (Blender's window only)."""
-    scene = bpy.context.scene
     if bake.setting_frames:
         return 0.05  # a bake is reading the animation: later
+    scene = bpy.context.scene
     if scene is None or _update_all(scene, UI_BUDGET_SECONDS):
         return None
     return 0.01
@@ -298,16 +387,9 @@ def _budget() -> float | None:
     return None if bpy.app.background or rendering else UI_BUDGET_SECONDS
 
 
-def _drop_deleted() -> None:
-    """Previews whose object is gone (deleted, or its preview switched off by undo)."""
-    live = {obj.session_uid for obj in bpy.data.objects if is_live(obj)}
-    for gone in set(_previews) - live:
-        preview = _previews.pop(gone)
-        preview.job.simulation = None
-        if os.path.exists(preview.path):
-            os.remove(preview.path)
-    for gone in set(_failures) - live:
-        del _failures[gone]
+def _go_on_later(done: bool) -> None:
+    if not done and not bpy.app.timers.is_registered(_continue):
+        bpy.app.timers.register(_continue, first_interval=0.01)
 
 
 @bpy.app.handlers.persistent
@@ -315,34 +397,29 @@ def on_frame_change(scene, _depsgraph=None) -> None:
     if bake.setting_frames:
         return
     _drop_deleted()
-    budget = _budget()
-    if not _update_all(scene, budget) and not bpy.app.timers.is_registered(_continue):
-        bpy.app.timers.register(_continue, first_interval=0.01)
+    _go_on_later(_update_all(scene, _budget()))
 
 
 @bpy.app.handlers.persistent
 def on_load(_path=None) -> None:
     """A new file: the previews were the last file's."""
+    for preview in _previews.values():
+        _remove_file(preview)
     _previews.clear()
     _failures.clear()
 
 
-def take_job(scene, obj, overrides: dict | None = None) -> BakeJob | None:
-    """The job of the live preview of `obj` for a bake, if it is still what the bake would
-    compute (no overrides, nothing changed), else None. Either way the preview lets go of
-    it; the bake, once written, switches the preview off (after_bake), and a cancelled one
-    leaves it on, to compute again at the next frame change."""
+def hand_over(obj, job: BakeJob) -> None:
+    """A bake of `obj` starts with `job`: it takes over the preview's simulation if that
+    was made from the same inputs (BakeJob.adopt). The preview lets go of it either way;
+    a written bake switches the preview off (after_bake), a cancelled one leaves it on, to
+    compute again at the next frame change."""
     preview = _previews.pop(key(obj), None)
     if preview is None:
-        return None
-    if os.path.exists(preview.path):
-        os.remove(preview.path)
-    depsgraph = bpy.context.evaluated_depsgraph_get()
-    if (overrides or not is_live(obj) or preview.signature != live_signature(scene, obj, depsgraph)
-            or not sampled_here(preview, scene, obj, depsgraph, scene.frame_current)):
+        return
+    _remove_file(preview)
+    if not job.adopt(preview.job):
         preview.job.cancel()
-        return None
-    return preview.job
 
 
 def after_bake(obj) -> None:
@@ -358,8 +435,8 @@ def live_preview_changed(settings, context) -> None:
     obj = settings.id_data
     if not settings.live_preview:
         stop(obj)
-    elif not update(context.scene, obj, _budget()) and not bpy.app.timers.is_registered(_continue):
-        bpy.app.timers.register(_continue, first_interval=0.01)
+    else:
+        _go_on_later(update(context.scene, obj, _budget()))
 
 
 def register():
@@ -374,5 +451,9 @@ def unregister():
             handlers.remove(function)
     if bpy.app.timers.is_registered(_continue):
         bpy.app.timers.unregister(_continue)
-    _previews.clear()
-    _failures.clear()
+    # without the add-on nothing would update the modifiers: they go, and their files
+    for obj in bpy.data.objects:
+        modifier = obj.modifiers.get(MODIFIER) if obj.type == 'MESH' else None
+        if modifier is not None and obj.library is None:
+            obj.modifiers.remove(modifier)
+    on_load()

@@ -261,14 +261,19 @@ def read_pc2(filepath: str):
 
 
 def move_modifier_first(obj, modifier) -> None:
-    index = list(obj.modifiers).index(modifier)
-    if index == 0:
+    move_modifier(obj, modifier, 0)
+
+
+def move_modifier(obj, modifier, index: int) -> None:
+    """`modifier` to place `index` in the stack."""
+    now = list(obj.modifiers).index(modifier)
+    if now == index:
         return
     if hasattr(obj.modifiers, "move"):
-        obj.modifiers.move(index, 0)
+        obj.modifiers.move(now, index)
     else:
         with bpy.context.temp_override(object=obj, active_object=obj):
-            bpy.ops.object.modifier_move_to_index(modifier=modifier.name, index=0)
+            bpy.ops.object.modifier_move_to_index(modifier=modifier.name, index=index)
 
 
 def add_mesh_cache(obj, filepath_setting: str, start_frame: int, name: str = MODIFIER_NAME) -> dict:

@@ -72,7 +72,8 @@ def test_a_change_while_live_computes_again(scene, sheet):
     first = play(scene, [48])[48]
     bake, live = submodule("bake"), submodule("live")
     preview_job = live._previews[live.key(sheet)].job
-    assert bake.new_job(scene, sheet, {"stiffness": 200.0}) is not preview_job  # a bake with overrides computes its own
+    overridden = bake.new_job(scene, sheet, {"stiffness": 200.0})
+    assert overridden.simulation is None and preview_job.simulation is None  # its own; the preview's is dropped
     sheet.mass_spring.stiffness = 200.0
     softer = play(scene, [48])[48]
     assert np.abs(softer - first).max() > 1e-3
@@ -88,7 +89,7 @@ def test_a_bake_afterwards_is_the_live_frames(scene, sheet):
     bake, live = submodule("bake"), submodule("live")
     preview_job = live._previews[live.key(sheet)].job
     job = bake.new_job(scene, sheet)
-    assert job is preview_job and job.simulated  # nothing to compute again
+    assert job.simulation is preview_job.simulation and job.simulated  # nothing to compute again
     result = job.finish()
     assert not sheet.mass_spring.live_preview  # the bake replaces the preview
     assert sheet.modifiers.get("Mass–Spring Live Preview") is None
@@ -103,7 +104,7 @@ def test_a_bake_of_a_half_played_preview_computes_the_rest_the_same(scene, sheet
     bake, live = submodule("bake"), submodule("live")
     preview_job = live._previews[live.key(sheet)].job
     job = bake.new_job(scene, sheet)
-    assert job is preview_job and job.frames_simulated == 23
+    assert job.simulation is preview_job.simulation and job.frames_simulated == 23
     bake.run_job(job)
     taken = job.finish()
     sheet.mass_spring.live_preview = False
@@ -186,7 +187,8 @@ def test_a_frame_change_in_the_window_computes_for_a_budget_then_goes_on(scene, 
     sheet.mass_spring.live_preview = True
     scene.frame_current = 48  # without frame_set: no handler
     assert not live.update(scene, sheet, budget_seconds=0.0)
-    assert live.status(sheet).startswith("1 of 48")
+    assert live.status(sheet).startswith("1 of 48")  # the first frame, from switching it on
+    np.testing.assert_array_equal(shown(sheet), modelled(sheet))  # until then: the last computed
     while not live.update(scene, sheet, budget_seconds=0.01):
         pass
     assert live.status(sheet) == "48 of 48 frames cached"
@@ -201,3 +203,96 @@ def test_a_deleted_object_s_preview_goes_with_it(scene, sheet):
     bpy.data.objects.remove(sheet)
     scene.frame_set(11)
     assert not live._previews and not os.path.exists(path)
+
+
+def test_a_bake_after_a_change_of_output_writes_that_output(scene, sheet, tmp_path):
+    """Output is not part of the motion: the bake takes the preview's frames over and still
+    writes what the panel says now (a PC2 file, not shape keys)."""
+    bpy = require_bpy()
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "out.blend"))
+    live_frames = play(scene, range(1, 49))
+    sheet.mass_spring.output = 'PC2'
+    result = submodule("bake").bake_object(scene, sheet)
+    assert result.output == 'PC2' and os.path.exists(result.pc2_file) and sheet.data.shape_keys is None
+    np.testing.assert_array_equal(result.local_positions[-1], live_frames[48])
+
+
+def test_an_edited_keyframe_before_the_frame_computes_again_and_bakes_fresh(scene, sheet):
+    """A keyframe moved in the middle of the range changes the motion after it, also at
+    frames where the object ends up where it was: the preview computes again, and a bake
+    is the fresh one."""
+    for frame, x in ((1, 0.0), (20, 0.6), (30, 0.0)):
+        sheet.location = (x, 0.0, 1.0)
+        sheet.keyframe_insert("location", frame=frame)
+    first = play(scene, range(1, 49))[48]
+    sheet.location = (-0.6, 0.0, 1.0)
+    sheet.keyframe_insert("location", frame=20)  # frame 48 is where it was: x = 0
+    again = play(scene, [48])[48]
+    assert np.abs(again - first).max() > 1e-2
+    baked = submodule("bake").bake_object(scene, sheet)
+    fresh = submodule("bake").bake_object(scene, sheet)
+    np.testing.assert_array_equal(baked.local_positions, fresh.local_positions)
+    np.testing.assert_array_equal(baked.local_positions[-1], again)
+
+
+def test_the_preview_needs_nothing_only_a_bake_needs(scene, sheet):
+    """Shape keys of the user's own and a mesh shared with another object stop a bake into
+    shape keys, not a preview (it writes neither)."""
+    bpy = require_bpy()
+    sheet.shape_key_add(name="Basis")
+    twin = sheet.copy()  # shares the mesh
+    scene.collection.objects.link(twin)
+    play(scene, [12])
+    live = submodule("live")
+    assert live.status(sheet) == "12 of 48 frames cached"
+    assert live.status(twin) == "12 of 48 frames cached"
+    bpy.data.objects.remove(twin)
+
+
+def test_a_pc2_bake_does_not_hide_the_preview(scene, sheet, tmp_path):
+    bpy = require_bpy()
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "pc2.blend"))
+    sheet.mass_spring.live_preview = False
+    sheet.mass_spring.output = 'PC2'
+    baked = submodule("bake").bake_object(scene, sheet)
+    sheet.mass_spring.stiffness = 200.0
+    sheet.mass_spring.live_preview = True
+    shown_20 = play(scene, [20])[20]
+    live = submodule("live")
+    preview = live._previews[live.key(sheet)]
+    np.testing.assert_array_equal(shown_20, preview.job.simulation.local_positions[19])
+    assert np.abs(shown_20 - baked.local_positions[19]).max() > 1e-3
+
+
+def test_what_the_preview_added_comes_back_or_goes_as_it_should(scene, sheet):
+    """A modifier removed by hand comes back at the next frame change; a file removed (a
+    temp cleaner) is written again, without an error; disabling the object removes both."""
+    live = submodule("live")
+    play(scene, range(1, 11))
+    sheet.modifiers.remove(sheet.modifiers["Mass–Spring Live Preview"])
+    os.remove(live._previews[live.key(sheet)].path)
+    again = play(scene, [8, 12])
+    assert sheet.modifiers.get("Mass–Spring Live Preview") is not None
+    assert live.status(sheet) == "12 of 48 frames cached"
+    assert np.abs(again[8] - modelled(sheet)).max() > 1e-3
+    path = live._previews[live.key(sheet)].path
+    sheet.mass_spring.enabled = False
+    play(scene, [13])
+    assert sheet.modifiers.get("Mass–Spring Live Preview") is None and not os.path.exists(path)
+
+
+def test_starting_a_preview_of_an_animated_object_keeps_to_the_budget(scene, sheet):
+    """The transforms of a moving object are read frame by frame like the physics: a frame
+    change in the window never reads the whole range at once."""
+    live = submodule("live")
+    scene.frame_end = 4000
+    sheet.keyframe_insert("location", frame=1)
+    sheet.location = (1.0, 0.0, 1.0)
+    sheet.keyframe_insert("location", frame=4000)
+    sheet.mass_spring.live_preview = False
+    sheet.mass_spring.live_preview = True  # background: the first frame at once
+    sheet.mass_spring.stiffness = 900.0  # the next frame change starts again
+    scene.frame_current = 2
+    assert not live.update(scene, sheet, budget_seconds=0.01)
+    job = live._previews[live.key(sheet)].job
+    assert 0 < len(job._matrices) < 4000 and scene.frame_current == 2
