@@ -469,3 +469,33 @@ def test_the_hinges_newton_blocks_are_the_same_for_every_solver():
     plain.linear_solver = "direct"
     plain.simulate(0.01, 1)
     assert np.abs(plain.precondition(b) - x["direct"]).max() > 0.01 * np.abs(x["direct"]).max()
+
+
+def test_a_hinge_without_direction_in_a_simulation_adds_nothing():
+    """A hinge whose triangle has no area (its corner on the edge's line, held there) has
+    no angle: in Newton's projected matrix (an outer product, kept as 13 numbers) it adds
+    zero, as its forces do: the motion is that without it."""
+    pos = np.array([[0, 0, 0], [1, 0, 0], [0.5, 1, 0.2], [0.5, -1, 0], [0.3, 0, 0]], float)
+    springs = [[0, 2], [1, 2], [0, 3], [1, 3], [2, 3]]
+    runs = []
+    for hinges in ([[0, 1, 2, 3]], [[0, 1, 2, 3], [0, 1, 3, 4]]):
+        mss = ms.from_arrays(pos, 0.1, fixed=[0, 1, 4], springs=springs, stiffness=100.0,
+                             gravity=np.array([0, 0, -9.81]))
+        mss.add_hinges(hinges, [0.5] * len(hinges))
+        mss.simulate(0.2, 10)
+        runs.append(np.asarray(mss.positions))
+    assert np.abs(runs[0].ravel() - pos[2:4].ravel()).max() > 0.01  # it moved
+    np.testing.assert_array_equal(runs[1], runs[0])
+
+
+def test_a_structure_leaves_out_hinges_of_triangles_without_area():
+    """A face with a corner on an edge's line (three vertices in a row, common in modelled
+    ngons and cut quads) makes a hinge without an angle at rest, which snaps to a fold as
+    soon as the corner leaves the line: build_system leaves such hinges out."""
+    pos = np.array([[0, 0, 0], [1, 0, 0], [0.5, 1, 0], [0.5, -1, 0], [2, 0, 0]], float)
+    hinges = [[0, 1, 2, 3], [1, 4, 2, 3]]  # the second: 1-4 and corner... 2 and 3 off the line
+    flat = [[0, 1, 2, 3], [0, 1, 2, 4]]   # corner 4 on the line of edge 0-1
+    for rows, kept in ((hinges, 2), (flat, 1)):
+        structure = ms.Structure(positions=pos, edges=[[0, 1], [0, 2], [1, 2], [0, 3], [1, 3], [1, 4]],
+                                 pinned=[True, True, False, False, False], hinges=rows, hinge_rigidity=1e-3)
+        assert len(ms.build_system(structure).hinge_bendings) == kept

@@ -133,7 +133,8 @@ void bind_laws(py::module_& m) {
       [](const py::array_t<double>& x, int derivatives) {
         if (derivatives < 0 || derivatives > 2) throw InputError("derivatives must be 0, 1 or 2");
         const std::array<Vec<3>, 4> p = hinge_rows(x);
-        const DihedralAngle a = dihedral_angle(p[0], p[1], p[2], p[3], derivatives);
+        DihedralAngle a = dihedral_angle(p[0], p[1], p[2], p[3], derivatives);
+        if (derivatives < 2) a.hess.setZero();
         const VectorXd hess = Eigen::Map<const VectorXd>(a.hess.data(), 144);  // symmetric: any order
         return py::make_tuple(a.ok, a.theta, as_array(a.grad, 12, 0), as_array(hess, 12, 12));
       },

@@ -213,6 +213,8 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
     constexpr int K = Set::K;
     const Need need = !matrix ? Need::kForces
                       : Law::kProjectInNewton && definite_newton_ ? Need::kProjected : Need::kJacobian;
+    // as laid out (stencil_outer_layout): such a law gives its projected matrix as u u^T
+    const bool outer = need == Need::kProjected && Law::kOuterProjected;
     // The stencils order[first ... last - 1], their forces added to `out` (which holds
     // the entries from `offset` on): the largest force.
     auto add = [&](const int* first, const int* last, VectorXd* out, Eigen::Index offset) {
@@ -230,7 +232,7 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
             most = std::max(most, fj.cwiseAbs().maxCoeff());
           }
         if (!matrix) continue;
-        if (t.outer)  // -cK dfdx; such a law has no velocity terms (kOuterProjected)
+        if (outer)  // -cK dfdx; such a law has no velocity terms (kOuterProjected)
           matrix->set_stencil_outer(first_stencil + *e, nodes.data(), cK * t.outer_scale, t.u);
         else
           matrix->set_stencil(first_stencil + *e, nodes.data(), -cK * t.dfdx - cV * t.dfdv);

@@ -34,7 +34,10 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
   // A triangle of zero area (relative to its edges) or an edge of zero length has no
   // normal: no bending there (and no NaN).
   const double nn1 = n1.squaredNorm(), nn2 = n2.squaredNorm();
-  if (!(le > 0) || !(nn1 > 1e-24 * a.squaredNorm() * ee) || !(nn2 > 1e-24 * b.squaredNorm() * ee)) return out;
+  if (!(le > 0) || !(nn1 > 1e-24 * a.squaredNorm() * ee) || !(nn2 > 1e-24 * b.squaredNorm() * ee)) {
+    out.hess.setZero();
+    return out;
+  }
   const double X = n1.dot(n2), T = -n1.dot(b), Y = le * T;  // T = (e x a) . b
   const double R = X * X + Y * Y;  // (|n1| |n2|)^2
   out.ok = true;

@@ -60,14 +60,15 @@ struct HingeBending {
 };
 
 // The dihedral angle of the hinge (x0, x1; x2, x3) and its first `derivatives` (0, 1 or
-// 2) derivatives in the 12 coordinates (x0, x1, x2, x3): gradient and Hessian. `ok` is
-// false where it has no direction (a triangle of zero area or an edge of zero length):
-// then all are zero.
+// 2) derivatives in the 12 coordinates (x0, x1, x2, x3): gradient and Hessian (the
+// gradient is zero without derivatives; the Hessian is set with 2 only). `ok` is false
+// where it has no direction (a triangle of zero area or an edge of zero length): then
+// all are zero.
 struct DihedralAngle {
   bool ok = false;
   double theta = 0.0;
   Eigen::Matrix<double, 12, 1> grad = Eigen::Matrix<double, 12, 1>::Zero();
-  Eigen::Matrix<double, 12, 12> hess = Eigen::Matrix<double, 12, 12>::Zero();
+  Eigen::Matrix<double, 12, 12> hess;  // set with derivatives = 2 only (zero if not ok)
 };
 DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
                              int derivatives = 2);
@@ -81,7 +82,8 @@ void HingeBending::take_rest_shape(const std::array<Vec<D>, 4>& x) {
 template <int D>
 StencilTerms<4, D> HingeBending::terms(const std::array<Vec<D>, 4>& x, const std::array<Vec<D>, 4>& /*v*/,
                                        Need need) const {
-  StencilTerms<4, D> out;
+  StencilTerms<4, D> out(need, kOuterProjected);
+  out.outer = need == Need::kProjected;  // of scale 0 where the angle has no direction
   if constexpr (D == 3) {
     const int derivatives = need == Need::kEnergy ? 0 : need == Need::kJacobian ? 2 : 1;
     const DihedralAngle angle = dihedral_angle(x[0], x[1], x[2], x[3], derivatives);
@@ -97,7 +99,6 @@ StencilTerms<4, D> HingeBending::terms(const std::array<Vec<D>, 4>& x, const std
     out.f = -stiffness * d * angle.grad;
     if (need == Need::kForces) return out;
     if (need == Need::kProjected) {
-      out.outer = true;
       out.outer_scale = stiffness;
       out.u = angle.grad;
       return out;

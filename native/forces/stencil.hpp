@@ -28,16 +28,30 @@ struct StencilTerms {
   static constexpr int N = K * D;
   using Vector = Eigen::Matrix<double, N, 1>;
   using Matrix = Eigen::Matrix<double, N, N>;
+  // Everything zero: a law then sets what it has.
+  StencilTerms() : StencilTerms(Need::kJacobian, false) {}
+  // For a law evaluated for `need`: the matrices are zeroed only if `need` asks for them
+  // and they are not an outer product (outer_projected: the law's kOuterProjected), so
+  // that a residual does not clear 2 (kD)^2 numbers it never reads (a hinge's forces
+  // cost about as much as clearing its two 12 x 12 matrices).
+  StencilTerms(Need need, bool outer_projected) {
+    f.setZero();
+    u.setZero();
+    if (need == Need::kJacobian || (need == Need::kProjected && !outer_projected)) {
+      dfdx.setZero();
+      dfdv.setZero();
+    }
+  }
   double energy = 0.0;
-  Vector f = Vector::Zero();     // the force on each vertex, D entries per vertex
-  Matrix dfdx = Matrix::Zero();  // d f / d (positions)
-  Matrix dfdv = Matrix::Zero();  // d f / d (velocities)
+  Vector f;     // the force on each vertex, D entries per vertex
+  Matrix dfdx;  // d f / d (positions)
+  Matrix dfdv;  // d f / d (velocities)
   // A law whose projected matrix is an outer product (kOuterProjected) gives it as one:
-  // with `outer`, d f / d (positions) is -outer_scale u u^T and dfdx is left zero (the
+  // with `outer`, d f / d (positions) is -outer_scale u u^T and dfdx is not set (the
   // Newton matrix keeps 1 + kD numbers instead of (kD)^2: ElementMatrix::set_stencil_outer).
   bool outer = false;
   double outer_scale = 0.0;
-  Vector u = Vector::Zero();
+  Vector u;
   // d f / d (positions), whichever way it is given.
   Matrix jacobian() const { return outer ? Matrix(-outer_scale * u * u.transpose()) : dfdx; }
 };

@@ -66,7 +66,7 @@ struct WireBending {
   StencilTerms<3, D> terms(const std::array<Vec<D>, 3>& x, const std::array<Vec<D>, 3>& /*v*/,
                            Need need = Need::kJacobian) const {
     using MatD = Mat<D>;
-    StencilTerms<3, D> out;
+    StencilTerms<3, D> out(need, kOuterProjected);
     const Vec<D> a = x[1] - x[0], b = x[2] - x[1];
     const double la = a.norm(), lb = b.norm();
     // An edge of zero length has no direction: no bending there (and no NaN).

@@ -312,13 +312,30 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
         constraint_length=None,
         gravity=None if gravity is None else np.asarray(gravity, dtype=np.float64),
     )
-    if s.hinge_rigidity > 0 and len(s.hinges):
-        system.add_hinges(s.hinges, s.hinge_weights * s.element_weights(s.bending_weights, s.hinges) *
-                          hinge_stiffnesses(s.positions, s.hinges, s.hinge_rigidity, s.pinned))
+    angled = hinges_with_an_angle(s.positions, s.hinges)
+    if s.hinge_rigidity > 0 and angled.any():
+        hinges = s.hinges[angled]
+        system.add_hinges(hinges, (s.hinge_weights * s.element_weights(s.bending_weights, s.hinges))[angled] *
+                          hinge_stiffnesses(s.positions, hinges, s.hinge_rigidity, s.pinned))
     if s.wire_rigidity > 0 and len(s.wire_joints):
         system.add_wire_bendings(s.wire_joints, s.element_weights(s.bending_weights, s.wire_joints) *
                                  wire_stiffnesses(s.positions, s.wire_joints, s.wire_rigidity, s.pinned))
     return system
+
+
+def hinges_with_an_angle(positions, hinges) -> np.ndarray:
+    """(H,) bool: the hinges whose two triangles have area at rest (each opposite corner
+    farther than 1e-6 edge lengths from the edge's line). A hinge without has no angle to
+    keep, and its angle jumps to a fold as soon as the corner leaves the line."""
+    hinges = np.asarray(hinges, dtype=np.int64).reshape(-1, 4)
+    x = np.asarray(positions, dtype=np.float64)[hinges]
+    e = x[:, 1] - x[:, 0]
+    length = np.linalg.norm(e, axis=1)
+    ok = length > 0
+    for corner in (2, 3):
+        away = np.linalg.norm(np.cross(x[:, corner] - x[:, 0], e), axis=1)  # |e| times the distance
+        ok &= away > 1e-6 * length * length
+    return ok
 
 
 def hinges_of_triangles(triangles) -> np.ndarray:
