@@ -499,3 +499,15 @@ def test_a_structure_leaves_out_hinges_of_triangles_without_area():
         structure = ms.Structure(positions=pos, edges=[[0, 1], [0, 2], [1, 2], [0, 3], [1, 3], [1, 4]],
                                  pinned=[True, True, False, False, False], hinges=rows, hinge_rigidity=1e-3)
         assert len(ms.build_system(structure).hinge_bendings) == kept
+
+
+def test_a_structure_leaves_out_wire_joints_without_a_direction():
+    """A wire joint with an edge of no length, or whose edges fold back onto each other, has
+    no rest angle to keep: build_system leaves it out."""
+    pos = np.array([[0, 0, 0], [1, 0, 0], [2, 0.5, 0], [2, 0.5, 0], [3, 0, 0], [2, 0.5, 0]], float)
+    edges = [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]]
+    joints = ms.wire_joints(edges)
+    structure = ms.Structure(positions=pos, edges=edges, pinned=[True] + [False] * 5,
+                             wire_joints=joints, wire_rigidity=1e-3)
+    kept = [tuple(c.nr for c in w.connectors) for w in ms.build_system(structure).wire_bendings]
+    assert len(joints) == 4 and len(kept) == 1  # (0, 1, 2): 2-3 has no length, 3-4-5 folds back

@@ -317,9 +317,11 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
         hinges = s.hinges[angled]
         system.add_hinges(hinges, (s.hinge_weights * s.element_weights(s.bending_weights, s.hinges))[angled] *
                           hinge_stiffnesses(s.positions, hinges, s.hinge_rigidity, s.pinned))
-    if s.wire_rigidity > 0 and len(s.wire_joints):
-        system.add_wire_bendings(s.wire_joints, s.element_weights(s.bending_weights, s.wire_joints) *
-                                 wire_stiffnesses(s.positions, s.wire_joints, s.wire_rigidity, s.pinned))
+    turning = joints_with_a_direction(s.positions, s.wire_joints)
+    if s.wire_rigidity > 0 and turning.any():
+        joints = s.wire_joints[turning]
+        system.add_wire_bendings(joints, s.element_weights(s.bending_weights, s.wire_joints)[turning] *
+                                 wire_stiffnesses(s.positions, joints, s.wire_rigidity, s.pinned))
     return system
 
 
@@ -336,6 +338,22 @@ def hinges_with_an_angle(positions, hinges) -> np.ndarray:
         away = np.linalg.norm(np.cross(x[:, corner] - x[:, 0], e), axis=1)  # |e| times the distance
         ok &= away > 1e-6 * length * length
     return ok
+
+
+def joints_with_a_direction(positions, joints) -> np.ndarray:
+    """(J,) bool: the wire joints whose two edges have length at rest (more than 1e-6 of
+    the longer) and do not fold back onto each other (a turning angle below 179.9
+    degrees). Others have no bending direction at rest: their angle, and so their
+    rest shape, is not defined."""
+    joints = np.asarray(joints, dtype=np.int64).reshape(-1, 3)
+    x = np.asarray(positions, dtype=np.float64)[joints]
+    a, b = x[:, 1] - x[:, 0], x[:, 2] - x[:, 1]
+    la, lb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    longer = np.maximum(la, lb)
+    ok = (la > 1e-6 * longer) & (lb > 1e-6 * longer) & (longer > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.einsum("ij,ij->i", a, b) / (la * lb)
+    return ok & (cos > np.cos(np.radians(179.9)))
 
 
 def hinges_of_triangles(triangles) -> np.ndarray:
