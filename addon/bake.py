@@ -502,6 +502,8 @@ class BakeJob:
 
     def _sample_transform(self, frame: int) -> None:
         """The object's matrix and the moving colliders at `frame`."""
+        if not self._frame_moved:  # the frame to go back to: the user's now (it may have moved between steps)
+            self._frame_before = (self.scene.frame_current, self.scene.frame_subframe)
         set_frame(self.scene, frame)
         self._frame_moved = True
         matrix = self._static_matrix

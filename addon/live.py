@@ -190,9 +190,17 @@ def live_signature(scene, obj, depsgraph) -> str:
             verts, tris = colliders.world_triangles(collider, depsgraph)
             _digest_array(digest, verts)
             _digest_array(digest, tris)
-        else:
+        else:  # what moves or deforms it: its animation, its shape, its modifiers' objects
             _digest_motion(digest, collider)
             _digest_animation(digest, collider.data.shape_keys)
+            digest.update(repr((len(collider.data.vertices), len(collider.data.polygons))).encode())
+            _digest_array(digest, vertex_positions(collider.data))
+            for modifier in collider.modifiers:
+                target = getattr(modifier, "object", None)
+                digest.update(repr((modifier.type, modifier.name, modifier.show_viewport,
+                                    target.name if target is not None else None)).encode())
+                if target is not None:
+                    _digest_motion(digest, target)
     return digest.hexdigest()
 
 
@@ -302,7 +310,10 @@ def update(scene, obj, budget_seconds: float | None = None) -> bool:
         return True
     if not is_live(obj):
         if key(obj) in _previews or key(obj) in _failures or obj.modifiers.get(MODIFIER) is not None:
-            stop(obj)
+            try:
+                stop(obj)
+            except Exception:  # noqa: BLE001 (a frame change must not raise)
+                pass
         return True
     deadline = None if budget_seconds is None else time.perf_counter() + budget_seconds
     signature = None
@@ -345,7 +356,10 @@ class _SimulationFailed(Exception):
 
 def _fail(obj, failure: Failure) -> None:
     """Stop the preview of `obj` (the mesh shows as modelled) and keep why."""
-    stop(obj)
+    try:
+        stop(obj)
+    except Exception:  # noqa: BLE001 (a frame change must not raise)
+        pass
     _failures[key(obj)] = failure
 
 
@@ -354,15 +368,16 @@ def _update_all(scene, budget_seconds: float | None) -> bool:
     disabled ones removed; True when all are done."""
     done = True
     for obj in scene.objects:
-        if obj.type == 'MESH' and (is_live(obj) or key(obj) in _previews or key(obj) in _failures
-                                   or obj.modifiers.get(MODIFIER) is not None):
+        if obj.type == 'MESH' and obj.library is None and (  # a linked object is its library's
+                is_live(obj) or key(obj) in _previews or key(obj) in _failures
+                or obj.modifiers.get(MODIFIER) is not None):
             done = update(scene, obj, budget_seconds) and done
     return done
 
 
 def _drop_deleted() -> None:
     """Previews whose object is gone (deleted, or its preview switched off by undo)."""
-    live = {obj.session_uid for obj in bpy.data.objects if is_live(obj)}
+    live = {obj.session_uid for obj in bpy.data.objects if obj.library is None and is_live(obj)}
     for gone in set(_previews) - live:
         _remove_file(_previews.pop(gone))
     for gone in set(_failures) - live:

@@ -230,7 +230,8 @@ void System<D>::add_stencils(std::vector<Law> laws, const std::vector<std::array
                 [&] { return item() + ": the same connector twice (" + connector_name(ends[k][i]) + ")"; });
     std::array<VecD, Law::K> x;
     for (int i = 0; i < Law::K; ++i) x[i] = connector_pos(ends[k][i]);
-    laws[k].take_rest_shape(x);
+    const char* refused = laws[k].take_rest_shape(x);
+    require(refused == nullptr, [&] { return item() + ": " + refused; });
     laws[k].validate(item);
   }
   set.laws.insert(set.laws.end(), laws.begin(), laws.end());

@@ -77,8 +77,9 @@ def test_the_projected_matrix_is_the_gauss_newton_part(seed):
     x = random_hinge(np.random.default_rng(seed))
     k, rest = 2.0, 0.3
     _, f, exact, _ = hinge_terms(k, rest, x)
-    _, f_def, projected, _ = hinge_terms(k, rest, x, definite=True)
+    _, f_def, projected, damping = hinge_terms(k, rest, x, definite=True)
     np.testing.assert_array_equal(f, f_def)
+    assert np.all(damping == 0)  # (kept as an outer product, the law sets no dfdv)
     _, theta, grad, hess = laws.dihedral_angle(x)
     np.testing.assert_allclose(-projected, k * np.outer(grad, grad), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(exact - projected, -k * (theta - rest) * hess, atol=1e-12 * np.abs(exact).max())

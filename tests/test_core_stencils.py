@@ -303,3 +303,14 @@ def test_wire_rest_angles_are_checked_and_read():
         mss.add(ms.WireBending(1.0, (a, b, c), rest_angle=4.0))
     with pytest.raises(ValueError, match="rest_angle: expected 1 values, got 2"):
         mss.add_wire_bendings([[0, 1, 2]], [1.0], rest_angle=[0.1, 0.2])
+
+
+def test_a_2d_wire_rests_straight():
+    """In 2-D the law keeps no side of its angle: a rest angle is refused, and a wire
+    added with its modelled shape rests straight there."""
+    mss = ms.MassSpringSystem2d()
+    a, b, c = (mss.add(ms.Mass(1.0, p)) for p in ([0, 0], [1, 0], [1, 1]))
+    with pytest.raises(ValueError, match="WireBending 0: a rest angle needs 3-D positions"):
+        mss.add(ms.WireBending(1.0, (a, b, c), rest_angle=0.5))
+    mss.add(ms.WireBending(1.0, (a, b, c), rest_angle=None))
+    assert mss.wire_bendings[0].rest_angle == 0.0

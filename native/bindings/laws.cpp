@@ -35,8 +35,10 @@ py::tuple stencil_terms(const Law& law, const py::array_t<double>& x, const py::
   const auto t = law.template terms<D>(xs, vs, definite ? Need::kProjected : Need::kJacobian);
   constexpr int N = K * D;
   const auto dfdx = t.jacobian();
+  using Matrix = typename std::decay_t<decltype(t)>::Matrix;
+  const Matrix dfdv = t.outer ? Matrix(Matrix::Zero()) : t.dfdv;  // an outer product's law has none
   return py::make_tuple(t.energy, as_array(t.f, N, 0), matrix_array(dfdx.data(), N, N),
-                        matrix_array(t.dfdv.data(), N, N));
+                        matrix_array(dfdv.data(), N, N));
 }
 
 template <class Law>

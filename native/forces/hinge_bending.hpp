@@ -47,9 +47,10 @@ struct HingeBending {
                        std::to_string(rest_angle));
   }
 
-  // A rest angle not given (NaN) is the angle at x: the modelled shape.
+  // A rest angle not given (NaN) is the angle at x: the modelled shape. Returns why the
+  // law can't be added, or nullptr.
   template <int D>
-  void take_rest_shape(const std::array<Vec<D>, 4>& x);
+  const char* take_rest_shape(const std::array<Vec<D>, 4>& x);
 
   // With Need::kProjected, -dfdx is the Gauss-Newton part k grad(theta) grad(theta)^T
   // (positive semi-definite; the forces are exact either way). In 2-D a hinge has no
@@ -74,9 +75,10 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
                              int derivatives = 2);
 
 template <int D>
-void HingeBending::take_rest_shape(const std::array<Vec<D>, 4>& x) {
+const char* HingeBending::take_rest_shape(const std::array<Vec<D>, 4>& x) {
   if constexpr (D == 3)
     if (std::isnan(rest_angle)) rest_angle = dihedral_angle(x[0], x[1], x[2], x[3], 0).theta;
+  return nullptr;
 }
 
 template <int D>

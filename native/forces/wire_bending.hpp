@@ -51,14 +51,24 @@ struct WireBending {
                        std::to_string(rest_angle));
   }
 
-  // A rest angle not given (NaN) is the turning angle at x: the modelled shape.
+  // A rest angle not given (NaN) is the turning angle at x: the modelled shape. In 2-D
+  // the rest shape is straight: a turning angle without its side (the law keeps none)
+  // would let a 2-D wire rest bent either way. Returns why the law can't be added, or
+  // nullptr.
   template <int D>
-  void take_rest_shape(const std::array<Vec<D>, 3>& x) {
-    if (!std::isnan(rest_angle)) return;
+  const char* take_rest_shape(const std::array<Vec<D>, 3>& x) {
+    if constexpr (D == 2) {
+      if (std::isnan(rest_angle)) rest_angle = 0.0;
+      return rest_angle > 0 ? "a rest angle needs 3-D positions (in 2-D the law cannot tell its two sides "
+                              "apart); in 2-D a wire's rest shape is straight"
+                            : nullptr;
+    }
+    if (!std::isnan(rest_angle)) return nullptr;
     const Vec<D> a = x[1] - x[0], b = x[2] - x[1];
     const double la = a.norm(), lb = b.norm();
     rest_angle = la > 0 && lb > 0 ? std::acos(std::clamp(a.dot(b) / (la * lb), -1.0, 1.0)) : 0.0;
     rest_angle = std::min(rest_angle, std::nextafter(3.14159265358979323846, 0.0));
+    return nullptr;
   }
 
   // With Need::kProjected, -dfdx keeps only its positive part (positive_part).
