@@ -124,24 +124,27 @@ void add_rows(System<D>& s, const IdxArr& rows, std::size_t n, const char* what,
   s.add_stencils(laws, ends);
 }
 
-template <int D>
-void add_hinges(System<D>& s, const IdxArr& hinges, const Arr& stiffness, const std::optional<Arr>& rest) {
+// Laws with a stiffness and a rest angle per row (hinges, wire joints), many at once;
+// without rest angles, the angles as built (NaN: take_rest_shape).
+template <class Law, int D>
+void add_angle_rows(System<D>& s, const IdxArr& rows, const Arr& stiffness, const std::optional<Arr>& rest,
+                    const char* what) {
   const std::size_t n = stiffness.size();
   if (rest && static_cast<std::size_t>(rest->size()) != n)
     throw InputError("rest_angle: expected " + std::to_string(n) + " values, got " + std::to_string(rest->size()));
-  add_rows<HingeBending>(s, hinges, n, "hinge", [&](std::size_t r) {
-    return HingeBending{stiffness.data()[r], rest ? rest->data()[r] : std::nan("")};
+  add_rows<Law>(s, rows, n, what, [&](std::size_t r) {
+    return Law{stiffness.data()[r], rest ? rest->data()[r] : std::nan("")};
   });
 }
 
 template <int D>
+void add_hinges(System<D>& s, const IdxArr& hinges, const Arr& stiffness, const std::optional<Arr>& rest) {
+  add_angle_rows<HingeBending>(s, hinges, stiffness, rest, "hinge");
+}
+
+template <int D>
 void add_wire_bendings(System<D>& s, const IdxArr& joints, const Arr& stiffness, const std::optional<Arr>& rest) {
-  const std::size_t n = stiffness.size();
-  if (rest && static_cast<std::size_t>(rest->size()) != n)
-    throw InputError("rest_angle: expected " + std::to_string(n) + " values, got " + std::to_string(rest->size()));
-  add_rows<WireBending>(s, joints, n, "wire joint", [&](std::size_t r) {
-    return WireBending{stiffness.data()[r], rest ? rest->data()[r] : std::nan("")};
-  });
+  add_angle_rows<WireBending>(s, joints, stiffness, rest, "wire joint");
 }
 
 }  // namespace

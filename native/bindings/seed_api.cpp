@@ -33,6 +33,12 @@ VectorXd from_array(const Arr& a,
 
 namespace {
 
+// A rest angle as Python sees it: None where it was not given (NaN: the modelled shape).
+py::object angle_or_none(double angle) {
+  if (std::isnan(angle)) return py::none();
+  return py::float_(angle);
+}
+
 // Live views into a system: they hold the system alive and read through to its state.
 template <int D>
 struct MassRef {
@@ -193,10 +199,7 @@ void bind_elements(py::module_& m) {
            }),
            py::arg("stiffness"), py::arg("connectors"), py::arg("rest_angle") = 0.0)
       .def_property_readonly("stiffness", [](const WireBendingSpec& s) { return s.law.stiffness; })
-      .def_property_readonly("rest_angle", [](const WireBendingSpec& s) -> py::object {
-        if (std::isnan(s.law.rest_angle)) return py::none();
-        return py::float_(s.law.rest_angle);
-      })
+      .def_property_readonly("rest_angle", [](const WireBendingSpec& s) { return angle_or_none(s.law.rest_angle); })
       .def_property_readonly("connectors", [](const WireBendingSpec& s) {
         return py::make_tuple(s.ends[0], s.ends[1], s.ends[2]);
       });
@@ -215,10 +218,7 @@ void bind_elements(py::module_& m) {
            }),
            py::arg("stiffness"), py::arg("connectors"), py::arg("rest_angle") = py::none())
       .def_property_readonly("stiffness", [](const HingeBendingSpec& s) { return s.law.stiffness; })
-      .def_property_readonly("rest_angle", [](const HingeBendingSpec& s) -> py::object {
-        if (std::isnan(s.law.rest_angle)) return py::none();
-        return py::float_(s.law.rest_angle);
-      })
+      .def_property_readonly("rest_angle", [](const HingeBendingSpec& s) { return angle_or_none(s.law.rest_angle); })
       .def_property_readonly("connectors", [](const HingeBendingSpec& s) {
         return py::make_tuple(s.ends[0], s.ends[1], s.ends[2], s.ends[3]);
       });

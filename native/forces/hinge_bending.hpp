@@ -37,9 +37,7 @@ struct HingeBending {
 
   template <class Item>
   void validate(const Item& item) const {
-    if (!(std::isfinite(stiffness) && stiffness >= 0))
-      throw InputError(item() + ": stiffness must be a number >= 0 (N m per radian), got " +
-                       std::to_string(stiffness));
+    check_bending_stiffness(item, stiffness);
     constexpr double kPi = 3.14159265358979323846;
     // NaN: not given, the angle where the vertices are when added (take_rest_shape)
     if (!(std::isnan(rest_angle) || std::abs(rest_angle) <= kPi))

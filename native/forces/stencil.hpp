@@ -9,6 +9,8 @@
 
 #include <Eigen/Dense>
 #include <array>
+#include <cmath>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -64,6 +66,15 @@ Eigen::Matrix<double, N, N> positive_part(const Eigen::Matrix<double, N, N>& M) 
   Eigen::SelfAdjointEigenSolver<Eigen::Matrix<double, N, N>> eig(M);
   const Eigen::Matrix<double, N, 1> kept = eig.eigenvalues().cwiseMax(0.0);
   return eig.eigenvectors() * kept.asDiagonal() * eig.eigenvectors().transpose();
+}
+
+// InputError naming the element (item()) unless a bending law's stiffness (N m per
+// radian) is a number >= 0.
+template <class Item>
+void check_bending_stiffness(const Item& item, double stiffness) {
+  if (!(std::isfinite(stiffness) && stiffness >= 0))
+    throw InputError(item() + ": stiffness must be a number >= 0 (N m per radian), got " +
+                     std::to_string(stiffness));
 }
 
 // The elements of one law: each one's parameters (the law itself) and its vertices.

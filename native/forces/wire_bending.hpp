@@ -42,9 +42,7 @@ struct WireBending {
   // InputError naming the element (item()) unless the parameters make sense.
   template <class Item>
   void validate(const Item& item) const {
-    if (!(std::isfinite(stiffness) && stiffness >= 0))
-      throw InputError(item() + ": stiffness must be a number >= 0 (N m per radian), got " +
-                       std::to_string(stiffness));
+    check_bending_stiffness(item, stiffness);
     constexpr double kPi = 3.14159265358979323846;
     if (!(std::isnan(rest_angle) || (rest_angle >= 0 && rest_angle < kPi)))
       throw InputError(item() + ": rest_angle must be a turning angle in radians within [0, pi), got " +
