@@ -376,6 +376,7 @@ double System<D>::potential_energy() const {
   e += sum_over_chunks<double>(ns, split_work_ ? chunk_count(ns, kSpringGrain) : 1,
                                [&](long first, long last) { return springs_energy(first, last); });
   e += stencils_energy(kin);
+  e += self_contact_energy(kin);
   if (!model_.colliders.empty())
     for (const ContactForce& f : touches(kin).force) e += f.energy;
   return e;
@@ -393,6 +394,38 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
           "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3d has them)");
   model_.colliders.set(vertices, triangles, thickness, friction);
   changed(kColliders);  // the energy at stake changed
+}
+
+template <int D>
+void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangles,
+                                 const std::vector<std::array<int, 2>>& edges, double distance, double friction) {
+  require_idle("set self-collision");
+  require(D == 3 || distance == 0 || (triangles.empty() && edges.empty()),
+          "self-collision is for 3-D systems (MassSpringSystem3d); this one is 2-D");
+  SelfContact next;
+  next.set(num_vertices(), triangles, edges, distance, friction);
+  if constexpr (D == 3) {
+    const FixPath<D> path = resting_path();
+    std::string where;
+    const double closest = next.closest_parts(vertex_points(kinematics(state_.q, state_.v, path, state_.time)), where);
+    if (closest < distance)
+      throw InputError("the self-collision distance " + fmt(distance) + " m is more than the mesh can hold: " + where +
+                       " share no vertex but are " + fmt(closest) +
+                       " m apart as built, and would push each other apart at rest. Use a distance below " +
+                       fmt(closest) + " m, or a finer mesh");
+  }
+  model_.self_contact = std::move(next);
+  self_pairs_.clear();
+  self_missed_.clear();
+  self_touching_ = false;
+  changed(kColliders);  // the energy at stake changed
+}
+
+template <int D>
+std::vector<Vec3> System<D>::vertex_points(const Kinematics& kin) const {
+  std::vector<Vec3> x(num_vertices(), Vec3::Zero());
+  for (int i = 0; i < num_vertices(); ++i) x[i].template head<D>() = kin.pos(vertex(i));
+  return x;
 }
 
 template <int D>

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "contact/contact.hpp"
+#include "contact/self_contact.hpp"
 #include "forces/stencils.hpp"
 #include "time/integrators.hpp"
 #include "time/newton.hpp"
@@ -102,6 +103,19 @@ class System {
   VectorXd contact_forces() const;
   // The acceleration the contact stiffness is scaled by: gravity, at least 9.81 m/s^2.
   double contact_gravity() const { return std::max(gravity.norm(), 9.81); }
+
+  // ---- self-collision (3-D systems only; contact/self_contact.hpp) ----
+  // Parts of the structure that share no vertex keep `distance` (m) apart: triangles and
+  // edges as vertex indices (vertex()), with friction among them; distance 0 turns it
+  // off. InputError if two such parts are closer than the distance now (the mesh could
+  // not rest as built), naming them.
+  void set_self_contact(const std::vector<std::array<int, 3>>& triangles,
+                        const std::vector<std::array<int, 2>>& edges, double distance, double friction);
+  const SelfContact& self_contact() const { return model_.self_contact; }
+  // Pairs the last step listed, and steps refused because parts would pass through each
+  // other or came close unforeseen (stats).
+  int self_contact_pairs() const { return static_cast<int>(self_pairs_.size()); }
+  long self_contact_refusals = 0;
 
   // ---- state ----
   const State<D>& state() const { return state_; }
@@ -330,6 +344,20 @@ class System {
   // test_fast_collider_carries_a_resting_mass). Returns what passes, with the speeds and
   // the thickness (empty: nothing).
   std::string collider_crossing(const VectorXd& q0, const VectorXd& q1, double t0, double t1) const;
+  // Self-contact in a step (contact/self_contact.hpp): the pairs listed at its start from
+  // where the masses are and are predicted to be (those that touched before keep their
+  // stiffness: the energy stays that of the same law), and after it why it cannot be kept
+  // (parts passed through each other, or came close unlisted: those are listed next time).
+  void list_self_pairs(double h, const FixPath<D>& path);
+  std::string self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path);
+  std::vector<Vec3> vertex_points(const Kinematics& kin) const;
+  std::vector<SelfContactPair> self_pairs_, self_missed_;
+  bool self_touching_ = false;  // a listed pair is within the distance at the step's start or predicted end
+  static constexpr const char* kSelfCrossingCure =
+      "Likely cures: a larger self-collision distance, more substeps, or slower motion";
+  // Adds the self-contact pairs' forces (into F) and couplings (into matrix); the largest force.
+  double add_self_contact(const Kinematics& kin, double cK, double cV, VectorXd* F, ElementMatrix* matrix) const;
+  double self_contact_energy(const Kinematics& kin) const;
   // The cure a failed step names when it knows a better one than the usual (empty: none).
   std::string step_cure_;
   static constexpr const char* kCrossingCure =

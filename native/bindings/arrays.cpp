@@ -1,5 +1,6 @@
 // Numpy access for big meshes: positions and velocities as arrays, systems from arrays
 // (mass_spring.from_arrays), and the state as a dict of arrays (checkpoints).
+#include <limits>
 #include "bindings/common.hpp"
 
 #include "model/build.hpp"
@@ -124,6 +125,22 @@ void add_rows(System<D>& s, const IdxArr& rows, std::size_t n, const char* what,
   s.add_stencils(laws, ends);
 }
 
+// Rows of K vertex indices, (n, K) (any n for an empty array).
+template <int K>
+std::vector<std::array<int, K>> index_rows(const IdxArr& rows, const char* what) {
+  const bool shaped = rows.ndim() == 2 ? rows.shape(1) == K : rows.size() == 0;
+  if (!shaped)
+    throw InputError(std::string(what) + ": expected an array of shape (n, " + std::to_string(K) +
+                     ") of vertex indices");
+  std::vector<std::array<int, K>> out(static_cast<std::size_t>(rows.size()) / K);
+  for (std::size_t r = 0; r < out.size(); ++r)
+    for (int k = 0; k < K; ++k) {
+      const long long i = rows.data()[K * r + k];
+      out[r][k] = i < 0 || i > std::numeric_limits<int>::max() ? -1 : static_cast<int>(i);
+    }
+  return out;
+}
+
 // Laws with a stiffness and a rest angle per row (hinges, wire joints), many at once;
 // without rest angles, the angles as built (NaN: take_rest_shape).
 template <class Law, int D>
@@ -225,6 +242,18 @@ void bind_arrays(SystemClass<D>& cls) {
            "Bending of wires (WireBending), many at once: joints (n, 3) vertex indices (the "
            "middle one second), stiffness (n,) in N m per radian (EI / length), rest_angle (n,) "
            "turning angles in radians or None: the angles as built (the modelled shape).")
+      .def(
+          "set_self_contact",
+          [](S& s, const IdxArr& triangles, const IdxArr& edges, double distance, double friction) {
+            s.set_self_contact(index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"), distance,
+                               friction);
+          },
+          py::arg("triangles"), py::arg("edges"), py::arg("distance"), py::arg("friction") = 0.0,
+          "Self-collision: the parts of the structure that share no vertex keep `distance` (m) "
+          "apart, with `friction` among them. triangles (n, 3) and edges (m, 2) are vertex "
+          "indices (a mesh's faces, triangulated, and its edges; a rope or net has edges only). "
+          "distance 0 turns it off. ValueError if two parts that share no vertex are closer than "
+          "the distance as built.")
       // -- checkpoint
       .def("get_state", [](const S& s) { return state_to_dict(s, s.state()); },
            "The state: a dict of numpy arrays and floats, everything set_state needs to "

@@ -164,6 +164,8 @@ void bind_simulation(SystemClass<D>& cls) {
                                d["multigrid_levels"] = s.newton_solver().hierarchy().level_sizes();
                                d["refresh_cost"] = s.newton_solver().setup_cost_in_cycles();
                                d["multigrid_fallbacks"] = s.newton_solver().multigrid_fallbacks;
+                               d["self_contact_pairs"] = s.self_contact_pairs();
+                               d["self_contact_refusals"] = s.self_contact_refusals;
                                return d;
                              })
       .def_property_readonly("num_unknowns", &S::num_unknowns)

@@ -14,9 +14,10 @@ namespace {
 
 using Box = Eigen::AlignedBox3d;
 
-// Closest point of triangle (a, b, c) to p, as barycentric weights (Ericson, Real-Time
-// Collision Detection, 5.1.5): the weights that are zero tell the region (interior, edge,
-// corner).
+std::string fmt(double x) { return std::to_string(x); }
+
+}  // namespace
+
 Vec3 closest_weights(const Vec3& p, const Vec3& a, const Vec3& b, const Vec3& c) {
   const Vec3 ab = b - a, ac = c - a, ap = p - a;
   const double d1 = ab.dot(ap), d2 = ac.dot(ap);
@@ -46,10 +47,6 @@ Vec3 closest_weights(const Vec3& p, const Vec3& a, const Vec3& b, const Vec3& c)
   const double v = vb * denom, w = vc * denom;
   return {1 - v - w, v, w};
 }
-
-std::string fmt(double x) { return std::to_string(x); }
-
-}  // namespace
 
 // ---------------------------------------------------------------- BoxTree
 
@@ -89,24 +86,6 @@ int BoxTree::build_node(const std::vector<Box>& boxes, int first, int count) {
   return index;
 }
 
-template <class Visit>
-void BoxTree::overlapping(const Box& b, Visit&& visit) const {
-  if (nodes_.empty()) return;
-  std::array<int, 2 * 64> stack;  // as in near()
-  int top = 0;
-  stack[top++] = 0;
-  while (top > 0) {
-    const Node& node = nodes_[stack[--top]];
-    if (!node.box.intersects(b)) continue;
-    if (node.left < 0) {
-      for (int k = node.first; k < node.first + node.count; ++k)
-        if (boxes_[order_[k]].intersects(b)) visit(order_[k]);
-      continue;
-    }
-    stack[top++] = node.left;
-    stack[top++] = node.right;
-  }
-}
 
 // ---------------------------------------------------------------- Colliders
 
@@ -403,7 +382,7 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
   // cycles between a point inside (stiff) and one just outside (free) (a sheet landing on
   // a plane, tests/test_core_contact.py); with a derivative that is continuous and growing,
   // it converges.
-  const double sink_e = contact_ramp(c.thickness);
+  const double sink_e = c.ramp > 0 ? c.ramp : contact_ramp(c.thickness);
   const bool ramp = pen < sink_e;
   const double T = ramp ? 0.5 * k * pen * pen / sink_e : k * (pen - 0.5 * sink_e);
   const double dT = ramp ? k * pen / sink_e : k;
@@ -441,12 +420,13 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
   if (c.friction > 0) {
     const Mat3 P = Mat3::Identity() - nn;
     const Vec3 vt = P * vr;
-    const double eps = friction_speed(g_ref);
+    const double eps = c.slip_speed > 0 ? c.slip_speed : friction_speed(g_ref);
     const double r = std::sqrt(vt.squaredNorm() + eps * eps);
     const Vec3 s = vt / r;
     const double fn = T;
     out.f -= c.friction * fn * s;
-    const Mat3 ds_dvt = Mat3::Identity() / r - vt * vt.transpose() / (r * r * r);
+    const Mat3 ds_dvt = c.damper_friction ? Mat3(Mat3::Identity() / r)
+                                          : Mat3(Mat3::Identity() / r - vt * vt.transpose() / (r * r * r));
     out.B += c.friction * fn * ds_dvt * P;
     out.A -= c.friction * dT * s * n.transpose();  // d fn / d p = -dT n^T
     out.A += c.friction * fn * ds_dvt * dvt_dp;

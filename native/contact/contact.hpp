@@ -33,7 +33,22 @@ struct ContactPoint {
   Mat3 curvature = Mat3::Zero();
   Vec3 surface_velocity = Vec3::Zero();
   double thickness = 0, friction = 0;
+  // The depth over which the penalty's stiffness grows from 0 (contact_force); 0:
+  // contact_ramp(thickness).
+  double ramp = 0;
+  // The speed below which friction is smoothed (contact_force); 0: friction_speed(g_ref).
+  double slip_speed = 0;
+  // Newton's matrix takes the friction as a damper of its present strength along every
+  // direction of sliding, leaving out that its force stops growing with the speed: a
+  // Picard step, which does not overshoot where the friction saturates (self-contact,
+  // whose corrections are not cut short as a mass's on a collider are).
+  bool damper_friction = false;
 };
+
+// Closest point of triangle (a, b, c) to p, as barycentric weights (Ericson, Real-Time
+// Collision Detection, 5.1.5): the weights that are zero tell the region (interior, edge,
+// corner).
+Vec3 closest_weights(const Vec3& p, const Vec3& a, const Vec3& b, const Vec3& c);
 
 // A bounding-volume hierarchy (axis-aligned boxes, median splits) over boxes.
 class BoxTree {
@@ -215,6 +230,25 @@ void BoxTree::near(const Vec3& p, double radius, Visit&& visit) const {
     const double dr = box_distance(nodes_[node.right].box, p);
     stack[top++] = dl < dr ? node.right : node.left;
     stack[top++] = dl < dr ? node.left : node.right;
+  }
+}
+
+template <class Visit>
+void BoxTree::overlapping(const Eigen::AlignedBox3d& b, Visit&& visit) const {
+  if (nodes_.empty()) return;
+  std::array<int, 2 * 64> stack;  // as in near()
+  int top = 0;
+  stack[top++] = 0;
+  while (top > 0) {
+    const Node& node = nodes_[stack[--top]];
+    if (!node.box.intersects(b)) continue;
+    if (node.left < 0) {
+      for (int k = node.first; k < node.first + node.count; ++k)
+        if (boxes_[order_[k]].intersects(b)) visit(order_[k]);
+      continue;
+    }
+    stack[top++] = node.left;
+    stack[top++] = node.right;
   }
 }
 

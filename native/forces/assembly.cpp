@@ -103,6 +103,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
                             !definite_newton_ ? none : pattern_ready_ ? stencil_outer_ : stencil_outer_layout());
   }
   largest = std::max(largest, add_stencils(kin, cK, cV, F, matrix));
+  largest = std::max(largest, add_self_contact(kin, cK, cV, F, matrix));
   if (F) element_force_scale_ = largest;
 
   if (contacts) contacts->clear();
@@ -257,6 +258,53 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
   return largest;
 }
 
+// The self-contact pairs listed for the step (list_self_pairs), one after the other: a
+// few per vertex at most, where they touch.
+template <int D>
+double System<D>::add_self_contact(const Kinematics& kin, double cK, double cV, VectorXd* F,
+                                   ElementMatrix* matrix) const {
+  double largest = 0;
+  if constexpr (D == 3) {
+    const double g_ref = contact_gravity();
+    for (const SelfContactPair& pair : self_pairs_) {
+      std::array<Vec3, 4> x, v;
+      std::array<int, 4> nodes;
+      for (int j = 0; j < 4; ++j) {
+        const Connector c = vertex(pair.v[j]);
+        x[j] = kin.pos(c);
+        v[j] = kin.vel(c);
+        nodes[j] = c.type == MASS ? c.nr : -1;
+      }
+      const SelfContactTerms t = model_.self_contact.terms(pair, x, v, g_ref);
+      if (!t.touching) continue;
+      if (F)
+        for (int j = 0; j < 4; ++j) {
+          if (nodes[j] < 0) continue;
+          F->template segment<3>(3 * nodes[j]) += t.f[j];
+          largest = std::max(largest, t.f[j].cwiseAbs().maxCoeff());
+        }
+      if (matrix) matrix->add_coupling(nodes, t.w, Mat3(cK * t.A + cV * t.B));
+    }
+  }
+  return largest;
+}
+
+template <int D>
+double System<D>::self_contact_energy(const Kinematics& kin) const {
+  double energy = 0;
+  if constexpr (D == 3) {
+    for (const SelfContactPair& pair : self_pairs_) {
+      std::array<Vec3, 4> x, v;
+      for (int j = 0; j < 4; ++j) {
+        x[j] = kin.pos(vertex(pair.v[j]));
+        v[j] = kin.vel(vertex(pair.v[j]));
+      }
+      energy += model_.self_contact.terms(pair, x, v, contact_gravity()).energy;
+    }
+  }
+  return energy;
+}
+
 template <int D>
 double System<D>::max_spring_stiffness() const {
   double largest = 0.0;
@@ -373,7 +421,7 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
   const bool definite = definite_newton_;
   definite_newton_ = false;  // the exact derivatives
   assemble(kin, lam, 0.0, -1.0, 0.0, nullptr, nullptr, &matrix);
-  matrix.scatter(sink);
+  matrix.scatter(sink, true);
   d_qlam.clear();
   for (const auto& t : raw) {
     const bool flip = t.row() < row_lam && t.col() >= row_lam;
@@ -381,7 +429,7 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
   }
   raw.clear();
   assemble(kin, lam, 0.0, 0.0, -1.0, nullptr, nullptr, &matrix);
-  matrix.scatter(sink);
+  matrix.scatter(sink, true);
   d_v.clear();
   for (const auto& t : raw)
     if (t.row() < row_lam && t.col() < row_lam) d_v.push_back(t);
@@ -503,6 +551,7 @@ void System<D>::ensure_pattern() {
   template double System<D>::length_scale();                                              \
   template std::vector<char> System<D>::soft_springs() const;                             \
   template double System<D>::stencils_energy(const Kinematics&) const;                    \
+  template double System<D>::self_contact_energy(const Kinematics&) const;                \
   template void System<D>::ensure_pattern();
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)

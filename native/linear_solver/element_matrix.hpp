@@ -5,7 +5,9 @@
 //   - each rod's gradient (its row of G, and of G^T in its multiplier's column),
 //   - a D x D block added to the diagonal block of a few masses (contact with colliders),
 //   - each stencil's (kD) x (kD) block over its k vertices (laws on three or more
-//     vertices: forces/stencil.hpp), entering the matrix D x D block by D x D block.
+//     vertices: forces/stencil.hpp), entering the matrix D x D block by D x D block,
+//   - each coupling's block over four masses, w_i w_j S (self-contact pairs, listed anew
+//     every step: add_coupling).
 //
 // Why: assembly writes it sequentially, and the Krylov method multiplies by it directly,
 // reading about a third of the memory of the compressed sparse matrix, which assembly
@@ -44,6 +46,7 @@ class ElementMatrix {
       std::fill_n(&node_block_[static_cast<std::size_t>(i) * dim * dim], dim * dim, 0.0);
     block_nodes_.clear();
     node_block_.resize(static_cast<std::size_t>(num_masses) * dim * dim, 0.0);
+    couplings_.clear();
     merged_.fresh = false;  // the stencils' values are written next (set_stencil)
   }
   void set_mass(int i, double value) { mass_diag_[i] = value; }
@@ -100,6 +103,28 @@ class ElementMatrix {
     double* out = &stencil_value_[stencil_value_start_[s]];
     out[0] = scale;
     for (int r = 0; r < n; ++r) out[1 + r] = u(r);
+  }
+  // A coupling over masses nodes (-1: a fix) whose D x D block (i, j) is w_i w_j S: a
+  // self-contact pair (contact/self_contact.hpp). Its masses change from step to step
+  // while the matrix's pattern stays, so products take it whole, but the compressed
+  // matrix and the multigrid (the preconditioners) only its diagonal blocks w_i^2 S
+  // (coupling_diagonal).
+  struct Coupling {
+    std::array<int, 4> node;
+    std::array<double, 4> w;
+    std::array<double, 9> S;  // row-major D x D
+  };
+  template <class Block>
+  void add_coupling(const std::array<int, 4>& nodes, const std::array<double, 4>& w, const Block& S) {
+    Coupling c{nodes, w, {}};
+    for (int r = 0; r < dim_; ++r)
+      for (int col = 0; col < dim_; ++col) c.S[dim_ * r + col] = S(r, col);
+    couplings_.push_back(c);
+  }
+  const std::vector<Coupling>& couplings() const { return couplings_; }
+  // out += coupling c's diagonal block of its vertex j (w_j^2 S), row-major.
+  void add_coupling_diagonal(const Coupling& c, int j, double* out) const {
+    for (int e = 0; e < dim_ * dim_; ++e) out[e] += c.w[j] * c.w[j] * c.S[e];
   }
   bool is_outer(int s) const { return !stencil_outer_.empty() && stencil_outer_[s]; }
   // out += the D x D block (i, j) of stencil s, row-major.
@@ -185,15 +210,27 @@ class ElementMatrix {
 
   // Emits every entry as sink.add(row, col, value), in an order that depends only on the
   // topology (zeros included): mass blocks, then each pair's blocks, then for a rod its
-  // G and G^T entries and its (zero) diagonal.
+  // G and G^T entries and its (zero) diagonal, then the stencils' blocks. The couplings'
+  // diagonal blocks come with the mass blocks (the pattern stays that of the topology);
+  // with `whole_couplings` (the exact matrix, no pattern), their blocks come whole at the
+  // end instead.
   template <class Sink>
-  void scatter(Sink& sink) const {
+  void scatter(Sink& sink, bool whole_couplings = false) const {
     const int D = dim_;
+    std::vector<double> lumped;  // the couplings' diagonal blocks, per mass
+    if (!couplings_.empty() && !whole_couplings) {
+      lumped.assign(static_cast<std::size_t>(num_masses()) * D * D, 0.0);
+      for (const Coupling& c : couplings_)
+        for (int j = 0; j < 4; ++j)
+          if (c.node[j] >= 0) add_coupling_diagonal(c, j, &lumped[static_cast<std::size_t>(c.node[j]) * D * D]);
+    }
     for (int i = 0; i < num_masses(); ++i)
       for (int r = 0; r < D; ++r)
-        for (int c = 0; c < D; ++c)
+        for (int c = 0; c < D; ++c) {
+          const std::size_t at = static_cast<std::size_t>(i) * D * D + D * r + c;
           sink.add(D * i + r, D * i + c,
-                   (r == c ? mass_diag_[i] : 0.0) + node_block_[static_cast<std::size_t>(i) * D * D + D * r + c]);
+                   (r == c ? mass_diag_[i] : 0.0) + node_block_[at] + (lumped.empty() ? 0.0 : lumped[at]));
+        }
     const int rows_lam = D * num_masses();
     for (std::size_t p = 0; p < pair_node_.size(); ++p) {
       const auto [a, b] = pair_node_[p];
@@ -238,6 +275,15 @@ class ElementMatrix {
             for (int c = 0; c < D; ++c) sink.add(D * a + r, D * b + c, B[D * r + c]);
         }
     }
+    if (!whole_couplings) return;
+    for (const Coupling& cp : couplings_)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          if (cp.node[i] < 0 || cp.node[j] < 0) continue;
+          for (int r = 0; r < D; ++r)
+            for (int c = 0; c < D; ++c)
+              sink.add(D * cp.node[i] + r, D * cp.node[j] + c, cp.w[i] * cp.w[j] * cp.S[D * r + c]);
+        }
   }
 
  private:
@@ -355,6 +401,21 @@ class ElementMatrix {
     merged_.nodes = stencil_node_;
   }
 
+  // y += the couplings times x: y_i += w_i S sum_j w_j x_j, in the couplings' order.
+  template <int D>
+  void add_couplings(const Eigen::VectorXd& x, Eigen::VectorXd& y) const {
+    using Vec = Eigen::Matrix<double, D, 1>;
+    using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
+    for (const Coupling& c : couplings_) {
+      Vec sum = Vec::Zero();
+      for (int j = 0; j < 4; ++j)
+        if (c.node[j] >= 0) sum += c.w[j] * x.template segment<D>(D * c.node[j]);
+      const Vec Ssum = Block(c.S.data()) * sum;
+      for (int j = 0; j < 4; ++j)
+        if (c.node[j] >= 0) y.template segment<D>(D * c.node[j]) += c.w[j] * Ssum;
+    }
+  }
+
   template <int D>
   void add_masses(const Eigen::VectorXd& x, Eigen::VectorXd& y) const {
     using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
@@ -387,6 +448,7 @@ class ElementMatrix {
       sums.finish();
     }
     add_stencils<D>(x, y, parallel);
+    add_couplings<D>(x, y);
     const int rows_lam = D * nm;
     for (int j = 0; j < num_rods(); ++j) {
       const auto [a, b] = pair_node_[first_rod_pair_ + j];
@@ -413,6 +475,7 @@ class ElementMatrix {
   std::vector<double> rod_grad_;
   std::vector<double> node_block_;  // D x D per mass, zero but for block_nodes_
   std::vector<int> block_nodes_;
+  std::vector<Coupling> couplings_;
   std::vector<int> stencil_start_, stencil_node_;
   std::vector<char> stencil_outer_;  // per stencil: its block is an outer product (empty: none)
   std::vector<std::size_t> stencil_value_start_;

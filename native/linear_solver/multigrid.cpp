@@ -546,6 +546,16 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
         for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
       add(diagonal_[i], S, 1.0);
     }
+    for (const ElementMatrix::Coupling& coupling : elements.couplings())  // their diagonal blocks only
+      for (int j = 0; j < 4; ++j) {
+        const int i = coupling.node[j];
+        if (i < 0 || !mine(i)) continue;
+        double B[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+        elements.add_coupling_diagonal(coupling, j, B);
+        for (int r = 0; r < D; ++r)
+          for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
+        add(diagonal_[i], S, 1.0);
+      }
     // Each row's pairs in the pairs' order (node_pairs_): the sums are those of one pass
     // over the pairs, and a chunk reads only its own rows' pairs.
     for (int i = first; i < last; ++i)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "contact/contact.hpp"
+#include "contact/self_contact.hpp"
 #include "forces/stencils.hpp"
 #include "model/model.hpp"
 
@@ -26,6 +27,7 @@ struct Model {
   std::vector<DistanceConstraint> constraints;
   Stencils stencils;  // the laws on three or more vertices
   Colliders colliders;
+  SelfContact self_contact;
   // Sum of the stiffness of the springs at each mass (contact stiffness), kept by add_*.
   std::vector<double> spring_stiffness_at;
   // The bounding box of the masses and fixes where they were added.

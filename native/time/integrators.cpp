@@ -262,6 +262,11 @@ bool System<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step, d
     step_cure_ = kCrossingCure;
     return false;
   }
+  why = self_crossing(n.q1, t1, path);
+  if (!why.empty()) {
+    step_cure_ = kSelfCrossingCure;
+    return false;
+  }
   stopped_early_ = early;
   // An acceleration error e (RMS over the masses) moves the local error estimate (RMS
   // over the coordinates) by at most coefficient h^2 e / sqrt(D).
@@ -341,6 +346,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   const State<D>& s = state_;
   const int nm = D * num_masses();
   const int nc = static_cast<int>(model_.constraints.size());
+  list_self_pairs(h, path);
   const IntegratorKind kind = step_kind(h, path);
   double acc_max;
   const NewmarkStep step = predict(h, kind, acc_max);
@@ -422,6 +428,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
 template <int D>
 bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why) {
   step_cure_.clear();
+  list_self_pairs(h, path);
   const VectorXd no_lam;
   auto accel = [&](const VectorXd& q, const VectorXd& v, double t) {
     VectorXd F, g;
@@ -458,6 +465,11 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
   why = collider_crossing(s.q, q1, s.time, s.time + h);
   if (!why.empty()) {
     step_cure_ = kCrossingCure;
+    return false;
+  }
+  why = self_crossing(q1, s.time + h, path);
+  if (!why.empty()) {
+    step_cure_ = kSelfCrossingCure;
     return false;
   }
   state_.q = q1;
@@ -580,6 +592,7 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
 template <int D>
 IntegratorKind System<D>::step_kind(double h, const FixPath<D>& path) const {
   if constexpr (D == 3) {
+    if (self_touching_) return IntegratorKind::ImplicitEuler;  // as on a collider
     if (model_.colliders.empty() || integrator == IntegratorKind::ImplicitEuler) return integrator;
     const double t1 = state_.time + h;
     for (int i = 0; i < num_masses(); ++i) {
@@ -606,6 +619,51 @@ std::string System<D>::collider_crossing(const VectorXd& q0, const VectorXd& q1,
              " m thick)";
     }
     return {};
+  }
+}
+
+template <int D>
+void System<D>::list_self_pairs(double h, const FixPath<D>& path) {
+  self_touching_ = false;
+  if constexpr (D == 3) {
+    if (!model_.self_contact.enabled()) {
+      self_pairs_.clear();
+      return;
+    }
+    const State<D>& s = state_;
+    const Kinematics k0 = kinematics(s.q, s.v, path, s.time);
+    // the predicted end (explicit methods keep no acceleration)
+    VectorXd q1 = s.q + h * s.v;
+    if (s.acc.size() == s.q.size()) q1 += (0.5 * h * h) * s.acc;
+    const std::vector<Vec3> x0 = vertex_points(k0), x1 = vertex_points(kinematics(q1, s.v, path, s.time + h));
+    const int n = num_vertices();
+    std::vector<Vec3> v0(n);
+    std::vector<double> inverse_mass(n, 0.0), springs(n, 0.0);
+    for (int i = 0; i < n; ++i) {
+      const Connector c = vertex(i);
+      v0[i] = k0.vel(c);
+      if (c.type != MASS) continue;
+      inverse_mass[i] = 1 / model_.mass[c.nr];
+      springs[i] = model_.spring_stiffness_at[c.nr];
+    }
+    self_pairs_ = model_.self_contact.pairs(x0, x1, v0, inverse_mass, springs, contact_gravity(), self_pairs_,
+                                            self_missed_, self_touching_);
+  }
+}
+
+template <int D>
+std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path) {
+  if constexpr (D != 3) {
+    return {};
+  } else {
+    if (!model_.self_contact.enabled()) return {};
+    const std::vector<Vec3> x0 = vertex_points(kinematics(state_.q, state_.v, path, state_.time));
+    const std::vector<Vec3> x1 = vertex_points(kinematics(q1, state_.v, path, t1));
+    self_missed_.clear();
+    const std::string why = model_.self_contact.check_step(x0, x1, self_pairs_, &self_missed_);
+    if (why.empty()) return why;
+    ++self_contact_refusals;
+    return "in the step from t=" + fmt(state_.time) + ", " + why;
   }
 }
 

@@ -177,7 +177,7 @@ MassSpringSystem3d.from_arrays = staticmethod(from_arrays)
 from . import presets  # noqa: E402
 from .structure import (  # noqa: E402
     Structure, bending_pairs, between_pins, build_system, hinges_of_faces, hinges_of_triangles,
-    quad_diagonals, wire_joints)
+    quad_diagonals, triangles_of_faces, wire_joints)
 
 __all__ += ["Structure", "bending_pairs", "between_pins", "build_system", "hinges_of_faces",
-            "hinges_of_triangles", "presets", "quad_diagonals", "wire_joints"]
+            "hinges_of_triangles", "presets", "quad_diagonals", "triangles_of_faces", "wire_joints"]

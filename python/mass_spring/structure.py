@@ -72,6 +72,10 @@ class Structure:
     stiffness_weights: np.ndarray | None = None
     bending_weights: np.ndarray | None = None
     damping_weights: np.ndarray | None = None
+    # Self-collision: faces (triangulated) and edges that share no vertex keep this
+    # distance (m) apart, with friction self_friction among them; 0: off.
+    self_collision_distance: float = 0.0
+    self_friction: float = 0.0
 
     def __post_init__(self):
         self.positions = _rows(self.positions, 3, np.float64, "positions")
@@ -100,7 +104,7 @@ class Structure:
             raise ValueError(f"hinge_weights: expected {len(self.hinges)} values, got shape "
                              f"{self.hinge_weights.shape}")
         self.wire_joints = _rows(self.wire_joints, 3, np.int64, "wire_joints")
-        for name in ("hinge_rigidity", "wire_rigidity"):
+        for name in ("hinge_rigidity", "wire_rigidity", "self_collision_distance", "self_friction"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a number >= 0, got {value}")
@@ -278,7 +282,7 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
     springs of ``shear_stiffness`` and ``bending_stiffness`` when those are positive; hinges
     and wire joints become angular bending (``HingeBending``, ``WireBending``) when their
     rigidity is positive. The weight maps scale each element by the mean of its vertices'
-    weights. Rest lengths and angles are the current ones.
+    weights. With a self_collision_distance, the faces and edges collide with each other. Rest lengths and angles are the current ones.
     Links between two pinned vertices are left out (:func:`between_pins`). Bad input
     raises ValueError naming the vertex or edge.
     """
@@ -317,12 +321,21 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
         hinges = s.hinges[angled]
         system.add_hinges(hinges, (s.hinge_weights * s.element_weights(s.bending_weights, s.hinges))[angled] *
                           hinge_stiffnesses(s.positions, hinges, s.hinge_rigidity, s.pinned))
+    if s.self_collision_distance > 0:
+        system.set_self_contact(triangles_of_faces(s.faces), s.edges, s.self_collision_distance, s.self_friction)
     turning = joints_with_a_direction(s.positions, s.wire_joints)
     if s.wire_rigidity > 0 and turning.any():
         joints = s.wire_joints[turning]
         system.add_wire_bendings(joints, s.element_weights(s.bending_weights, s.wire_joints)[turning] *
                                  wire_stiffnesses(s.positions, joints, s.wire_rigidity, s.pinned))
     return system
+
+
+def triangles_of_faces(faces) -> np.ndarray:
+    """(T, 3) triangles of a mesh's polygons, each cut as a fan from its first corner
+    (what self-collision sees of the faces)."""
+    tris = [(f[0], f[k], f[k + 1]) for f in map(list, faces) if len(f) >= 3 for k in range(1, len(f) - 1)]
+    return np.array(tris, dtype=np.int64).reshape(-1, 3)
 
 
 def hinges_with_an_angle(positions, hinges) -> np.ndarray:

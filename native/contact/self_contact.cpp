@@ -1,0 +1,440 @@
+// Self-contact (self_contact.hpp): the pairs, their forces, and the check of a step.
+#include "contact/self_contact.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ms {
+
+namespace {
+
+using Box = Eigen::AlignedBox3d;
+
+// The share of the distance over which a pair's stiffness grows from 0 (contact_force's
+// ramp). Two hundred times the colliders': on a ribbon folding onto itself, Newton cycled
+// across the narrow ramp's kink in 2 of 5 steps, where a mass against a collider has its
+// corrections cut short there (System::limit_contact_corrections).
+constexpr double kSelfContactRamp = 0.1;
+
+double clamp01(double x) { return std::min(1.0, std::max(0.0, x)); }
+
+// Where a pair's two parts are nearest at positions x: the weights w (sum_j w_j x_j is
+// the vector between the nearest points), the unit normal n along it (from the second
+// part to the first) and the distance. A vertex-triangle pair measures the distance of a
+// point over the triangle's inside along the triangle's normal on the pair's own side
+// (negative past the plane: pushed back, not through).
+struct Nearest {
+  bool ok = false;
+  std::array<double, 4> w{0, 0, 0, 0};
+  Vec3 n = Vec3::Zero();
+  double distance = 0;
+};
+
+Nearest nearest(const SelfContactPair& pair, const std::array<Vec3, 4>& x) {
+  Nearest out;
+  Vec3 r, plane;
+  if (pair.kind == SelfContactPair::kPointEdge) {
+    const Vec3 e = x[2] - x[1];
+    const double s = e.squaredNorm() > 0 ? clamp01((x[0] - x[1]).dot(e) / e.squaredNorm()) : 0.0;
+    out.w = {1, -(1 - s), -s, 0};
+    r = x[0] - x[1] - s * e;
+    plane = Vec3::Zero();
+  } else if (pair.kind == SelfContactPair::kEdgeEdge) {
+    double s, t;
+    segment_parameters(x[0], x[1], x[2], x[3], s, t);
+    out.w = {1 - s, s, -(1 - t), -t};
+    r = (1 - s) * x[0] + s * x[1] - (1 - t) * x[2] - t * x[3];
+    plane = (x[1] - x[0]).cross(x[3] - x[2]);
+  } else {
+    const Vec3 b = closest_weights(x[0], x[1], x[2], x[3]);
+    if (!b.allFinite()) return out;  // a triangle without area
+    out.w = {1, -b(0), -b(1), -b(2)};
+    r = x[0] - b(0) * x[1] - b(1) * x[2] - b(2) * x[3];
+    plane = (x[2] - x[1]).cross(x[3] - x[1]);
+    if (b.minCoeff() > 0 && plane.norm() > 0) {  // over the inside
+      out.n = pair.side * plane.normalized();
+      out.distance = out.n.dot(r);
+      out.ok = true;
+      return out;
+    }
+  }
+  out.distance = r.norm();
+  if (out.distance > 0) {
+    out.n = r / out.distance;
+  } else if (plane.norm() > 0) {
+    out.n = pair.side * plane.normalized();
+  } else {
+    return out;  // touching parallel edges, or a vertex on an edge: no direction to push
+  }
+  out.ok = true;
+  return out;
+}
+
+// The side of the triangle's plane (vertex-triangle) or of the plane of both edges the
+// first part is on at x: +1 or -1.
+double side_of(const SelfContactPair& pair, const std::array<Vec3, 4>& x) {
+  double along;
+  if (pair.kind == SelfContactPair::kPointEdge) return 1.0;
+  if (pair.kind == SelfContactPair::kEdgeEdge) {
+    double s, t;
+    segment_parameters(x[0], x[1], x[2], x[3], s, t);
+    const Vec3 r = (1 - s) * x[0] + s * x[1] - (1 - t) * x[2] - t * x[3];
+    along = r.dot((x[1] - x[0]).cross(x[3] - x[2]));
+  } else {
+    along = (x[0] - x[1]).dot((x[2] - x[1]).cross(x[3] - x[1]));
+  }
+  return along < 0 ? -1.0 : 1.0;
+}
+
+std::array<Vec3, 4> corners(const std::vector<Vec3>& x, const std::array<int, 4>& v) {
+  return {x[v[0]], x[v[1]], x[v[2]], x[v[3]]};
+}
+
+std::array<int, 5> key(const SelfContactPair& p) { return {p.kind, p.v[0], p.v[1], p.v[2], p.v[3]}; }
+
+// How much of two edges' contact acts: 1, fading to 0 as they turn parallel (sin^2 of
+// their angle below kParallel), where their nearest points jump from one end to the other
+// as they turn (IPC's mollifier, Li et al. 2020). Newton cycled across such jumps on a
+// ribbon folded onto itself; the vertex-triangle and vertex-edge pairs hold parallel
+// edges apart.
+constexpr double kParallel = 1e-2;
+double edge_share(const std::array<Vec3, 4>& x) {
+  const Vec3 a = x[1] - x[0], b = x[3] - x[2];
+  const double scale = a.squaredNorm() * b.squaredNorm();
+  if (!(scale > 0)) return 0.0;
+  const double u = a.cross(b).squaredNorm() / (kParallel * scale);
+  return u >= 1 ? 1.0 : u * (2 - u);
+}
+
+// The coplanarity of the pair's four vertices along their straight paths from x0 (t = 0)
+// to x1 (t = 1): the triple product that is zero where a point meets a triangle's plane or
+// two edges meet a common plane, a cubic in t.
+double coplanarity(const SelfContactPair& pair, const std::array<Vec3, 4>& x0, const std::array<Vec3, 4>& x1,
+                   double t) {
+  std::array<Vec3, 4> x;
+  for (int j = 0; j < 4; ++j) x[j] = (1 - t) * x0[j] + t * x1[j];
+  if (pair.kind == SelfContactPair::kEdgeEdge) return (x[1] - x[0]).cross(x[3] - x[2]).dot(x[2] - x[0]);
+  return (x[2] - x[1]).cross(x[3] - x[1]).dot(x[0] - x[1]);
+}
+
+// Whether the pair's parts meet at some time in (0, 1] along the straight paths: at a
+// root of the coplanarity (a cubic; split at its turning points into pieces where it is
+// monotone, each root found by bisection), the parts' distance is below `touch`.
+bool meets(const SelfContactPair& pair, const std::array<Vec3, 4>& x0, const std::array<Vec3, 4>& x1, double touch) {
+  const double f0 = coplanarity(pair, x0, x1, 0.0), f1 = coplanarity(pair, x0, x1, 1.0 / 3);
+  const double f2 = coplanarity(pair, x0, x1, 2.0 / 3), f3 = coplanarity(pair, x0, x1, 1.0);
+  // f(t) = c0 + c1 t + c2 t^2 + c3 t^3 through the four samples; its turning points.
+  const double c1 = 0.5 * (-11 * f0 + 18 * f1 - 9 * f2 + 2 * f3);
+  const double c2 = 4.5 * (2 * f0 - 5 * f1 + 4 * f2 - f3);
+  const double c3 = 4.5 * (-f0 + 3 * f1 - 3 * f2 + f3);
+  std::array<double, 4> cut{0.0, 1.0, 1.0, 1.0};
+  int cuts = 1;
+  const double a = 3 * c3, b = 2 * c2, c = c1;  // f' = a t^2 + b t + c
+  if (std::abs(a) > 1e-14 * (std::abs(b) + std::abs(c))) {
+    const double disc = b * b - 4 * a * c;
+    if (disc > 0) {
+      const double root = std::sqrt(disc);
+      for (double t : {(-b - root) / (2 * a), (-b + root) / (2 * a)})
+        if (t > 0 && t < 1) cut[cuts++] = t;
+    }
+  } else if (b != 0) {
+    const double t = -c / b;
+    if (t > 0 && t < 1) cut[cuts++] = t;
+  }
+  std::sort(cut.begin() + 1, cut.begin() + cuts);
+  cut[cuts] = 1.0;
+  auto touches_at = [&](double t) {
+    std::array<Vec3, 4> x;
+    for (int j = 0; j < 4; ++j) x[j] = (1 - t) * x0[j] + t * x1[j];
+    SelfContactPair unsigned_pair = pair;
+    unsigned_pair.side = 1.0;
+    const Nearest at = nearest(unsigned_pair, x);
+    return at.ok ? std::abs(at.distance) < touch : true;
+  };
+  for (int k = 0; k < cuts; ++k) {
+    double lo = cut[k], hi = cut[k + 1];
+    double flo = coplanarity(pair, x0, x1, lo), fhi = coplanarity(pair, x0, x1, hi);
+    if (fhi == 0.0 && touches_at(hi)) return true;
+    if ((flo < 0) == (fhi < 0) || flo == 0.0) continue;
+    for (int it = 0; it < 50; ++it) {
+      const double mid = 0.5 * (lo + hi), fmid = coplanarity(pair, x0, x1, mid);
+      if ((fmid < 0) == (flo < 0)) lo = mid, flo = fmid;
+      else hi = mid;
+    }
+    if (touches_at(hi)) return true;
+  }
+  return false;
+}
+
+std::string describe(const SelfContactPair& p) {
+  auto v = [&](int j) { return std::to_string(p.v[j]); };
+  if (p.kind == SelfContactPair::kEdgeEdge) return "edge " + v(0) + "-" + v(1) + " and edge " + v(2) + "-" + v(3);
+  if (p.kind == SelfContactPair::kPointEdge) return "vertex " + v(0) + " and edge " + v(1) + "-" + v(2);
+  return "vertex " + v(0) + " and triangle " + v(1) + "-" + v(2) + "-" + v(3);
+}
+
+}  // namespace
+
+void segment_parameters(const Vec3& a0, const Vec3& a1, const Vec3& b0, const Vec3& b1, double& s, double& t) {
+  const Vec3 d1 = a1 - a0, d2 = b1 - b0, r = a0 - b0;
+  const double a = d1.squaredNorm(), e = d2.squaredNorm(), f = d2.dot(r);
+  s = t = 0.0;
+  if (a <= 0 && e <= 0) return;
+  if (a <= 0) {
+    t = clamp01(f / e);
+    return;
+  }
+  const double c = d1.dot(r);
+  if (e <= 0) {
+    s = clamp01(-c / a);
+    return;
+  }
+  const double b = d1.dot(d2), denom = a * e - b * b;
+  // Parallel (denom 0 up to round-off): any s will do; 0.
+  s = denom > 1e-14 * a * e ? clamp01((b * f - c * e) / denom) : 0.0;
+  t = (b * s + f) / e;
+  if (t < 0) {
+    t = 0;
+    s = clamp01(-c / a);
+  } else if (t > 1) {
+    t = 1;
+    s = clamp01((b - c) / a);
+  }
+}
+
+void SelfContact::set(int num_vertices, const std::vector<std::array<int, 3>>& triangles,
+                      const std::vector<std::array<int, 2>>& edges, double distance, double friction) {
+  if (!(std::isfinite(distance) && distance >= 0))
+    throw InputError("self-collision distance must be a number >= 0 (m), got " + std::to_string(distance));
+  if (!(std::isfinite(friction) && friction >= 0))
+    throw InputError("self-collision friction must be a number >= 0, got " + std::to_string(friction));
+  auto check = [&](const auto& rows, const char* what) {
+    for (std::size_t k = 0; k < rows.size(); ++k)
+      for (std::size_t j = 0; j < rows[k].size(); ++j) {
+        if (rows[k][j] < 0 || rows[k][j] >= num_vertices)
+          throw InputError(std::string(what) + " " + std::to_string(k) + " uses vertex " + std::to_string(rows[k][j]) +
+                           ", but there are " + std::to_string(num_vertices));
+        for (std::size_t i = 0; i < j; ++i)
+          if (rows[k][i] == rows[k][j])
+            throw InputError(std::string(what) + " " + std::to_string(k) + " uses vertex " +
+                             std::to_string(rows[k][j]) + " twice");
+      }
+  };
+  check(triangles, "self-collision triangle");
+  check(edges, "self-collision edge");
+  num_vertices_ = num_vertices;
+  triangles_ = triangles;
+  distance_ = distance;
+  friction_ = friction;
+  std::vector<char> used(num_vertices, 0);
+  for (const auto& t : triangles) for (int v : t) used[v] = 1;
+  for (const auto& e : edges) for (int v : e) used[v] = 1;
+  points_.clear();
+  for (int v = 0; v < num_vertices; ++v)
+    if (used[v]) points_.push_back(v);
+  std::vector<std::array<int, 2>> sides;  // of the triangles, each sorted
+  for (const auto& t : triangles)
+    for (int k = 0; k < 3; ++k) sides.push_back({std::min(t[k], t[(k + 1) % 3]), std::max(t[k], t[(k + 1) % 3])});
+  std::sort(sides.begin(), sides.end());
+  sides.erase(std::unique(sides.begin(), sides.end()), sides.end());
+  // The edges: every side of a triangle (a quad's diagonal too: two quads folded over
+  // their shared edge pass through each other across their diagonals), and the wires.
+  edges_ = sides;
+  wires_.clear();
+  for (const auto& e : edges)
+    if (!std::binary_search(sides.begin(), sides.end(), std::array<int, 2>{std::min(e[0], e[1]), std::max(e[0], e[1])})) {
+      wires_.push_back(e);
+      edges_.push_back(e);
+    }
+}
+
+template <class Visit>
+void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double grow,
+                                 Visit&& visit) const {
+  auto swept = [&](std::initializer_list<int> vs) {
+    Box box;
+    box.setEmpty();
+    for (int v : vs) box.extend(x0[v]).extend(x1[v]);
+    return box;
+  };
+  auto grown = [&](Box box) {
+    box.min().array() -= grow;
+    box.max().array() += grow;
+    return box;
+  };
+  std::vector<Box> boxes(triangles_.size());
+  for (std::size_t k = 0; k < triangles_.size(); ++k)
+    boxes[k] = swept({triangles_[k][0], triangles_[k][1], triangles_[k][2]});
+  BoxTree tree;
+  tree.build(boxes);
+  for (int p : points_)
+    tree.overlapping(grown(swept({p})), [&](int k) {
+      const auto& t = triangles_[k];
+      if (p == t[0] || p == t[1] || p == t[2]) return;
+      SelfContactPair pair;
+      pair.v = {p, t[0], t[1], t[2]};
+      visit(pair);
+    });
+  boxes.resize(edges_.size());
+  for (std::size_t k = 0; k < edges_.size(); ++k) boxes[k] = swept({edges_[k][0], edges_[k][1]});
+  tree.build(boxes);
+  for (std::size_t k = 0; k < edges_.size(); ++k) {
+    const auto& e = edges_[k];
+    tree.overlapping(grown(boxes[k]), [&](int other) {
+      const auto& o = edges_[other];
+      if (other <= static_cast<int>(k) || e[0] == o[0] || e[0] == o[1] || e[1] == o[0] || e[1] == o[1]) return;
+      SelfContactPair pair;
+      pair.kind = SelfContactPair::kEdgeEdge;
+      pair.v = {e[0], e[1], o[0], o[1]};
+      visit(pair);
+    });
+  }
+  boxes.resize(wires_.size());
+  for (std::size_t k = 0; k < wires_.size(); ++k) boxes[k] = swept({wires_[k][0], wires_[k][1]});
+  tree.build(boxes);
+  for (int p : points_)
+    tree.overlapping(grown(swept({p})), [&](int k) {
+      const auto& e = wires_[k];
+      if (p == e[0] || p == e[1]) return;
+      SelfContactPair pair;
+      pair.kind = SelfContactPair::kPointEdge;
+      pair.v = {p, e[0], e[1], e[1]};
+      visit(pair);
+    });
+}
+
+std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                                const std::vector<Vec3>& v0, const std::vector<double>& inverse_mass,
+                                                const std::vector<double>& spring_stiffness, double g_ref,
+                                                const std::vector<SelfContactPair>& previous,
+                                                const std::vector<SelfContactPair>& missed, bool& touching) const {
+  std::vector<SelfContactPair> out;
+  touching = false;
+  if (!enabled()) return out;
+  std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
+  for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
+  std::sort(kept.begin(), kept.end());
+  std::vector<std::array<int, 5>> listed;
+  // Pair completed with its side, mass and stiffness at x0; false: left out (fixes only,
+  // no direction) or, unless `must`, too far to touch in this step.
+  auto complete = [&](SelfContactPair& pair, bool must) {
+    const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
+    double move = 0;
+    for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm());
+    pair.side = side_of(pair, a);
+    const Nearest at = nearest(pair, a);
+    // Within twice the distance, counting the way the vertices move twice over: Newton
+    // may end the step elsewhere than predicted (check_step catches what this misses).
+    if (!at.ok || (!must && std::abs(at.distance) - 2 * move > 2 * distance_)) return false;
+    double inverse = 0, springs = 0;
+    Vec3 relative = Vec3::Zero();
+    for (int j = 0; j < 4; ++j) {
+      inverse += at.w[j] * at.w[j] * inverse_mass[pair.v[j]];
+      springs = std::max(springs, spring_stiffness[pair.v[j]]);
+      relative += at.w[j] * v0[pair.v[j]];
+    }
+    if (!(inverse > 0)) return false;  // fixes only
+    pair.mass = 1 / inverse;
+    const auto found = std::lower_bound(kept.begin(), kept.end(), std::make_pair(key(pair), -1.0));
+    pair.stiffness = found != kept.end() && found->first == key(pair)
+                         ? found->second
+                         : contact_stiffness(pair.mass, g_ref, distance_, springs, relative.norm());
+    const Nearest end = nearest(pair, b);
+    touching = touching || at.distance < distance_ || (end.ok && end.distance < distance_);
+    return true;
+  };
+  each_near_pair(x0, x1, 2 * distance_, [&](SelfContactPair pair) {
+    if (complete(pair, false)) out.push_back(pair);
+  });
+  for (const SelfContactPair& p : out) listed.push_back(key(p));
+  std::sort(listed.begin(), listed.end());
+  for (SelfContactPair pair : missed)
+    if (!std::binary_search(listed.begin(), listed.end(), key(pair)) && complete(pair, true)) out.push_back(pair);
+  return out;
+}
+
+std::string SelfContact::check_step(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                    const std::vector<SelfContactPair>& listed,
+                                    std::vector<SelfContactPair>* missed) const {
+  if (!enabled()) return {};
+  std::vector<std::array<int, 5>> keys;
+  keys.reserve(listed.size());
+  for (const SelfContactPair& p : listed) keys.push_back(key(p));
+  std::sort(keys.begin(), keys.end());
+  std::string crossed;
+  int missed_count = 0;
+  const double touch = 1e-3 * distance_;
+  each_near_pair(x0, x1, distance_, [&](SelfContactPair pair) {
+    const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
+    pair.side = side_of(pair, a);
+    if (crossed.empty() && pair.kind != SelfContactPair::kPointEdge) {
+      // The distance can shrink by at most twice the farthest move (weights sum to 0, each
+      // side's to 1): a pair farther apart at the start cannot meet.
+      double move = 0;
+      for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm());
+      const Nearest start = nearest(pair, a);
+      if ((!start.ok || std::abs(start.distance) <= 2 * move + touch) && meets(pair, a, b, touch))
+        crossed = describe(pair) + " pass through each other";
+    }
+    if (std::binary_search(keys.begin(), keys.end(), key(pair))) return;
+    const Nearest end = nearest(pair, b);
+    if (end.ok && end.distance < distance_) {
+      ++missed_count;
+      if (missed) missed->push_back(pair);
+    }
+  });
+  if (!crossed.empty()) return crossed;
+  if (missed_count > 0)
+    return std::to_string(missed_count) + " pair(s) of parts came within the self-collision distance unforeseen";
+  return {};
+}
+
+double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where) const {
+  double closest = std::numeric_limits<double>::infinity();
+  if (!enabled()) return closest;
+  each_near_pair(x, x, distance_, [&](SelfContactPair pair) {
+    const std::array<Vec3, 4> a = corners(x, pair.v);
+    pair.side = side_of(pair, a);
+    const Nearest at = nearest(pair, a);
+    const double d = at.ok ? std::abs(at.distance) : 0.0;
+    if (d < closest) {
+      closest = d;
+      where = describe(pair);
+    }
+  });
+  return closest;
+}
+
+SelfContactTerms SelfContact::terms(const SelfContactPair& pair, const std::array<Vec3, 4>& x,
+                                    const std::array<Vec3, 4>& v, double g_ref) const {
+  SelfContactTerms out;
+  const Nearest at = nearest(pair, x);
+  if (!at.ok || at.distance >= distance_) return out;
+  // The colliders' law, on the vector between the nearest points and its velocity: the
+  // distance's derivative by vertex j is w_j n (the nearest points are where the distance
+  // is least, so their own motion does not change it).
+  ContactPoint c;
+  c.touching = true;
+  c.normal = at.n;
+  c.distance = std::max(at.distance, std::numeric_limits<double>::min());  // curvature / distance: 0
+  c.thickness = distance_;
+  c.ramp = kSelfContactRamp * distance_;
+  c.friction = friction_;
+  c.damper_friction = true;
+  Vec3 relative = Vec3::Zero();
+  for (int j = 0; j < 4; ++j) relative += at.w[j] * v[j];
+  const ContactForce f = contact_force(c, pair.mass, pair.stiffness, relative, g_ref, true);
+  // (the share's own derivative is left out: it acts only on edges turned almost parallel)
+  const double share = pair.kind == SelfContactPair::kEdgeEdge ? edge_share(x) : 1.0;
+  if (share == 0) return out;
+  out.touching = true;
+  out.energy = share * f.energy;
+  out.w = at.w;
+  for (int j = 0; j < 4; ++j) out.f[j] = share * at.w[j] * f.f;
+  out.A = share * f.A;
+  out.B = share * f.B;
+  return out;
+}
+
+}  // namespace ms

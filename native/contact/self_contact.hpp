@@ -1,0 +1,109 @@
+// Self-contact: parts of one structure (or of structures simulated together) that share
+// no vertex keep `distance` apart. Three kinds of pairs, as in Bridson et al. 2002 and IPC
+// (Li et al. 2020):
+//   - a vertex and a triangle (the vertex's nearest point on the triangle),
+//   - two edges (their nearest points: capsules), faded out as they turn parallel, where
+//     their nearest points jump from end to end (IPC's mollifier): there the other
+//     kinds hold them apart,
+//   - a vertex and an edge in no face (ropes, chains and nets have no triangles),
+// each a force stencil on four vertices. Within `distance` a pair is pushed apart along
+// the line between its nearest points by a stiff penalty, damped, with smoothed Coulomb
+// friction (SelfContact::terms), as the colliders push a mass (contact/contact.hpp).
+// Pairs that can touch within a step are listed at its start (SelfContact::pairs); after
+// the step, continuous detection over the straight paths of the vertices
+// (SelfContact::check_step) rejects a step in which any two parts passed through each
+// other, or came within `distance` without being listed. Pairs that share a vertex
+// (neighbours by construction) and pairs of fixes only are left out.
+#pragma once
+
+#include <Eigen/Core>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "contact/contact.hpp"
+
+namespace ms {
+
+// A pair listed for one step: vertices {point, a, b, c} of a vertex and a triangle,
+// {a0, a1, b0, b1} of two edges, or {point, a, b, b} of a vertex and an edge.
+struct SelfContactPair {
+  enum Kind : int { kPointTriangle, kEdgeEdge, kPointEdge };
+  std::array<int, 4> v;
+  Kind kind = kPointTriangle;
+  // Vertex-triangle: +1 or -1, the side of the triangle's plane the point was on when the
+  // pair was listed (a point pressed into the plane is pushed back to its own side).
+  double side = 1.0;
+  double stiffness = 0.0;  // N/m, fixed for the step (SelfContact::pairs)
+  double mass = 0.0;       // kg, the pair's mass along its normal (for the damping)
+};
+
+// A pair's forces at given positions and velocities: f on its four vertices; and the
+// Newton matrix's block as an outer product of weights with one 3 x 3 block:
+// -d f_i / d x_j = w_i w_j A,  -d f_i / d v_j = w_i w_j B  (Gauss-Newton: the turning of
+// the normal is left out, as the colliders' penalty leaves it out on flat faces).
+struct SelfContactTerms {
+  bool touching = false;
+  double energy = 0.0;
+  std::array<Vec3, 4> f{Vec3::Zero(), Vec3::Zero(), Vec3::Zero(), Vec3::Zero()};
+  std::array<double, 4> w{0, 0, 0, 0};
+  Mat3 A = Mat3::Zero(), B = Mat3::Zero();
+};
+
+class SelfContact {
+ public:
+  // Vertices are numbered 0 ... num_vertices - 1 (the caller's: a system's vertices).
+  // InputError names the offending item.
+  void set(int num_vertices, const std::vector<std::array<int, 3>>& triangles,
+           const std::vector<std::array<int, 2>>& edges, double distance, double friction);
+  void clear() { *this = SelfContact(); }
+  bool enabled() const { return distance_ > 0 && (!triangles_.empty() || !edges_.empty()); }
+  double distance() const { return distance_; }
+  double friction() const { return friction_; }
+  int num_vertices() const { return num_vertices_; }
+  const std::vector<std::array<int, 3>>& triangles() const { return triangles_; }
+  // The edges that collide: the triangles' sides, then the given edges in no triangle.
+  const std::vector<std::array<int, 2>>& edges() const { return edges_; }
+
+  // The pairs that may come within the distance while the vertices move from x0 to about
+  // x1 (a step's start and its predicted end; fixes have inverse_mass 0), and the pairs
+  // `missed` (check_step), each with the colliders' stiffness (contact_stiffness: for the
+  // weight of its vertices, their speed toward each other and the stiffest spring at
+  // them); a pair also in `previous` keeps its stiffness there, so that its energy stays
+  // that of one law while it stays listed. `touching`: whether a pair is within the
+  // distance at x0 or x1.
+  std::vector<SelfContactPair> pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                     const std::vector<Vec3>& v0, const std::vector<double>& inverse_mass,
+                                     const std::vector<double>& spring_stiffness, double g_ref,
+                                     const std::vector<SelfContactPair>& previous,
+                                     const std::vector<SelfContactPair>& missed, bool& touching) const;
+  // Why a step from x0 to x1 (straight paths) cannot be kept, or empty: two parts passed
+  // through each other, or two came within the distance that `listed` does not hold.
+  // `missed` receives the pairs of the second kind.
+  std::string check_step(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                         const std::vector<SelfContactPair>& listed, std::vector<SelfContactPair>* missed) const;
+  // The smallest distance between two parts that share no vertex at x (for the check
+  // that the distance fits the mesh at rest), and a description of where.
+  double closest_parts(const std::vector<Vec3>& x, std::string& where) const;
+  // Forces of pair p at positions x and velocities v of its vertices.
+  SelfContactTerms terms(const SelfContactPair& p, const std::array<Vec3, 4>& x, const std::array<Vec3, 4>& v,
+                         double g_ref) const;
+
+ private:
+  // Calls visit(pair) for every pair of parts whose boxes over x0 ... x1, grown by `grow`,
+  // meet (the vertex-triangle pairs, then the edge pairs; fixes-only pairs left out).
+  template <class Visit>
+  void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double grow, Visit&& visit) const;
+  int num_vertices_ = 0;
+  std::vector<std::array<int, 3>> triangles_;
+  std::vector<std::array<int, 2>> edges_;
+  std::vector<int> points_;  // the vertices of the triangles and edges, once each
+  std::vector<std::array<int, 2>> wires_;  // the edges in no triangle
+  double distance_ = 0.0, friction_ = 0.0;
+};
+
+// Nearest points of two segments: parameters s on a0-a1, t on b0-b1 (Ericson, Real-Time
+// Collision Detection, 5.1.9), also for parallel and zero-length segments.
+void segment_parameters(const Vec3& a0, const Vec3& a1, const Vec3& b0, const Vec3& b1, double& s, double& t);
+
+}  // namespace ms
