@@ -416,7 +416,6 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
   }
   model_.self_contact = std::move(next);
   self_pairs_.clear();
-  self_missed_.clear();
   self_touching_ = false;
   changed(kColliders);  // the energy at stake changed
 }

@@ -344,14 +344,19 @@ class System {
   // test_fast_collider_carries_a_resting_mass). Returns what passes, with the speeds and
   // the thickness (empty: nothing).
   std::string collider_crossing(const VectorXd& q0, const VectorXd& q1, double t0, double t1) const;
-  // Self-contact in a step (contact/self_contact.hpp): the pairs listed at its start from
-  // where the masses are and are predicted to be (those that touched before keep their
-  // stiffness: the energy stays that of the same law), and after it why it cannot be kept
-  // (parts passed through each other, or came close unlisted: those are listed next time).
+  // Self-contact in a step (contact/self_contact.hpp): the pairs listed at its start for
+  // vertices that end it within self_margin() of where they are predicted to (a pair
+  // listed before keeps its stiffness: the energy stays that of the same law), and after
+  // it why it cannot be kept: a vertex ended farther from the prediction (its pairs may be
+  // incomplete), or two parts passed through each other.
   void list_self_pairs(double h, const FixPath<D>& path);
   std::string self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path);
+  // Half the distance: on a ribbon folding onto itself, a step's end strays that far from
+  // its prediction in fewer than 1 % of the steps.
+  double self_margin() const { return 0.5 * model_.self_contact.distance(); }
   std::vector<Vec3> vertex_points(const Kinematics& kin) const;
-  std::vector<SelfContactPair> self_pairs_, self_missed_;
+  std::vector<SelfContactPair> self_pairs_;
+  std::vector<Vec3> self_predicted_;  // where the pairs were listed for (list_self_pairs)
   bool self_touching_ = false;  // a listed pair is within the distance at the step's start or predicted end
   static constexpr const char* kSelfCrossingCure =
       "Likely cures: a larger self-collision distance, more substeps, or slower motion";

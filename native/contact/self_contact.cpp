@@ -250,17 +250,19 @@ void SelfContact::set(int num_vertices, const std::vector<std::array<int, 3>>& t
 }
 
 template <class Visit>
-void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double grow,
-                                 Visit&& visit) const {
+void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin,
+                                 double reach, Visit&& visit) const {
   auto swept = [&](std::initializer_list<int> vs) {
     Box box;
     box.setEmpty();
     for (int v : vs) box.extend(x0[v]).extend(x1[v]);
+    box.min().array() -= margin;
+    box.max().array() += margin;
     return box;
   };
   auto grown = [&](Box box) {
-    box.min().array() -= grow;
-    box.max().array() += grow;
+    box.min().array() -= reach;
+    box.max().array() += reach;
     return box;
   };
   std::vector<Box> boxes(triangles_.size());
@@ -305,28 +307,32 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
 }
 
 std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                                                const std::vector<Vec3>& v0, const std::vector<double>& inverse_mass,
+                                                double margin, const std::vector<Vec3>& v0,
+                                                const std::vector<double>& inverse_mass,
                                                 const std::vector<double>& spring_stiffness, double g_ref,
-                                                const std::vector<SelfContactPair>& previous,
-                                                const std::vector<SelfContactPair>& missed, bool& touching) const {
+                                                const std::vector<SelfContactPair>& previous, bool& touching) const {
   std::vector<SelfContactPair> out;
   touching = false;
   if (!enabled()) return out;
   std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
   for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
   std::sort(kept.begin(), kept.end());
-  std::vector<std::array<int, 5>> listed;
-  // Pair completed with its side, mass and stiffness at x0; false: left out (fixes only,
-  // no direction) or, unless `must`, too far to touch in this step.
-  auto complete = [&](SelfContactPair& pair, bool must) {
+  each_near_pair(x0, x1, margin, distance_, [&](SelfContactPair pair) {
     const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
+    // The distance shrinks by at most twice the farthest move of the pair's vertices; the
+    // distance of the parts' boxes at x0 first (the cheap test most candidates fail).
     double move = 0;
-    for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm());
+    for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm() + margin);
+    const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
+    Box first, second;
+    first.setEmpty();
+    second.setEmpty();
+    for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(a[j]);
+    const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
+    if (gap - 2 * move >= distance_) return;
+    const Nearest at = nearest(pair, a);  // side +1: the distance's size is the same
+    if (!at.ok || std::abs(at.distance) - 2 * move >= distance_) return;
     pair.side = side_of(pair, a);
-    const Nearest at = nearest(pair, a);
-    // Within twice the distance, counting the way the vertices move twice over: Newton
-    // may end the step elsewhere than predicted (check_step catches what this misses).
-    if (!at.ok || (!must && std::abs(at.distance) - 2 * move > 2 * distance_)) return false;
     double inverse = 0, springs = 0;
     Vec3 relative = Vec3::Zero();
     for (int j = 0; j < 4; ++j) {
@@ -334,66 +340,42 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
       springs = std::max(springs, spring_stiffness[pair.v[j]]);
       relative += at.w[j] * v0[pair.v[j]];
     }
-    if (!(inverse > 0)) return false;  // fixes only
+    if (!(inverse > 0)) return;  // fixes only
     pair.mass = 1 / inverse;
     const auto found = std::lower_bound(kept.begin(), kept.end(), std::make_pair(key(pair), -1.0));
     pair.stiffness = found != kept.end() && found->first == key(pair)
                          ? found->second
                          : contact_stiffness(pair.mass, g_ref, distance_, springs, relative.norm());
-    const Nearest end = nearest(pair, b);
-    touching = touching || at.distance < distance_ || (end.ok && end.distance < distance_);
-    return true;
-  };
-  each_near_pair(x0, x1, 2 * distance_, [&](SelfContactPair pair) {
-    if (complete(pair, false)) out.push_back(pair);
+    if (!touching) {
+      const Nearest end = nearest(pair, b);
+      touching = std::abs(at.distance) < distance_ || (end.ok && end.distance < distance_);
+    }
+    out.push_back(pair);
   });
-  for (const SelfContactPair& p : out) listed.push_back(key(p));
-  std::sort(listed.begin(), listed.end());
-  for (SelfContactPair pair : missed)
-    if (!std::binary_search(listed.begin(), listed.end(), key(pair)) && complete(pair, true)) out.push_back(pair);
   return out;
 }
 
-std::string SelfContact::check_step(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                                    const std::vector<SelfContactPair>& listed,
-                                    std::vector<SelfContactPair>* missed) const {
-  if (!enabled()) return {};
-  std::vector<std::array<int, 5>> keys;
-  keys.reserve(listed.size());
-  for (const SelfContactPair& p : listed) keys.push_back(key(p));
-  std::sort(keys.begin(), keys.end());
-  std::string crossed;
-  int missed_count = 0;
+std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                  const std::vector<SelfContactPair>& listed) const {
   const double touch = 1e-3 * distance_;
-  each_near_pair(x0, x1, distance_, [&](SelfContactPair pair) {
+  for (const SelfContactPair& pair : listed) {
+    if (pair.kind == SelfContactPair::kPointEdge) continue;  // a point passes a line nowhere
     const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
-    pair.side = side_of(pair, a);
-    if (crossed.empty() && pair.kind != SelfContactPair::kPointEdge) {
-      // The distance can shrink by at most twice the farthest move (weights sum to 0, each
-      // side's to 1): a pair farther apart at the start cannot meet.
-      double move = 0;
-      for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm());
-      const Nearest start = nearest(pair, a);
-      if ((!start.ok || std::abs(start.distance) <= 2 * move + touch) && meets(pair, a, b, touch))
-        crossed = describe(pair) + " pass through each other";
-    }
-    if (std::binary_search(keys.begin(), keys.end(), key(pair))) return;
-    const Nearest end = nearest(pair, b);
-    if (end.ok && end.distance < distance_) {
-      ++missed_count;
-      if (missed) missed->push_back(pair);
-    }
-  });
-  if (!crossed.empty()) return crossed;
-  if (missed_count > 0)
-    return std::to_string(missed_count) + " pair(s) of parts came within the self-collision distance unforeseen";
+    // The distance can shrink by at most twice the farthest move: a pair farther apart at
+    // the start cannot meet.
+    double move = 0;
+    for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm());
+    const Nearest start = nearest(pair, a);
+    if (start.ok && std::abs(start.distance) > 2 * move + touch) continue;
+    if (meets(pair, a, b, touch)) return describe(pair) + " pass through each other";
+  }
   return {};
 }
 
 double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where) const {
   double closest = std::numeric_limits<double>::infinity();
   if (!enabled()) return closest;
-  each_near_pair(x, x, distance_, [&](SelfContactPair pair) {
+  each_near_pair(x, x, 0.0, distance_, [&](SelfContactPair pair) {
     const std::array<Vec3, 4> a = corners(x, pair.v);
     pair.side = side_of(pair, a);
     const Nearest at = nearest(pair, a);

@@ -9,11 +9,12 @@
 // each a force stencil on four vertices. Within `distance` a pair is pushed apart along
 // the line between its nearest points by a stiff penalty, damped, with smoothed Coulomb
 // friction (SelfContact::terms), as the colliders push a mass (contact/contact.hpp).
-// Pairs that can touch within a step are listed at its start (SelfContact::pairs); after
-// the step, continuous detection over the straight paths of the vertices
-// (SelfContact::check_step) rejects a step in which any two parts passed through each
-// other, or came within `distance` without being listed. Pairs that share a vertex
-// (neighbours by construction) and pairs of fixes only are left out.
+// Pairs that can touch within a step are listed at its start (SelfContact::pairs) for
+// vertices that end it within a margin of their predicted end; after the step,
+// continuous detection over the straight paths of the vertices (SelfContact::crossing)
+// rejects a step in which two parts passed through each other, and a step whose vertices
+// ended farther from the prediction is rejected too (System::self_crossing). Pairs that
+// share a vertex (neighbours by construction) and pairs of fixes only are left out.
 #pragma once
 
 #include <Eigen/Core>
@@ -65,23 +66,21 @@ class SelfContact {
   // The edges that collide: the triangles' sides, then the given edges in no triangle.
   const std::vector<std::array<int, 2>>& edges() const { return edges_; }
 
-  // The pairs that may come within the distance while the vertices move from x0 to about
-  // x1 (a step's start and its predicted end; fixes have inverse_mass 0), and the pairs
-  // `missed` (check_step), each with the colliders' stiffness (contact_stiffness: for the
-  // weight of its vertices, their speed toward each other and the stiffest spring at
-  // them); a pair also in `previous` keeps its stiffness there, so that its energy stays
-  // that of one law while it stays listed. `touching`: whether a pair is within the
-  // distance at x0 or x1.
-  std::vector<SelfContactPair> pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+  // The pairs that may come within the distance in a step whose vertices move from x0
+  // to within `margin` of x1 (its predicted end; fixes have inverse_mass 0), each with the
+  // colliders' stiffness (contact_stiffness: for the weight of its vertices, their speed
+  // toward each other and the stiffest spring at them); a pair also in `previous` keeps
+  // its stiffness there, so that its energy stays that of one law while it stays listed.
+  // `touching`: whether a pair is within the distance at x0 or x1.
+  std::vector<SelfContactPair> pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin,
                                      const std::vector<Vec3>& v0, const std::vector<double>& inverse_mass,
                                      const std::vector<double>& spring_stiffness, double g_ref,
-                                     const std::vector<SelfContactPair>& previous,
-                                     const std::vector<SelfContactPair>& missed, bool& touching) const;
-  // Why a step from x0 to x1 (straight paths) cannot be kept, or empty: two parts passed
-  // through each other, or two came within the distance that `listed` does not hold.
-  // `missed` receives the pairs of the second kind.
-  std::string check_step(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                         const std::vector<SelfContactPair>& listed, std::vector<SelfContactPair>* missed) const;
+                                     const std::vector<SelfContactPair>& previous, bool& touching) const;
+  // Two parts of `listed` that pass through each other on the straight paths from x0 to
+  // x1 (continuous detection), described; empty: none. Complete for a step that ended
+  // within the margin of the end its pairs were listed for.
+  std::string crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                       const std::vector<SelfContactPair>& listed) const;
   // The smallest distance between two parts that share no vertex at x (for the check
   // that the distance fits the mesh at rest), and a description of where.
   double closest_parts(const std::vector<Vec3>& x, std::string& where) const;
@@ -90,10 +89,12 @@ class SelfContact {
                          double g_ref) const;
 
  private:
-  // Calls visit(pair) for every pair of parts whose boxes over x0 ... x1, grown by `grow`,
-  // meet (the vertex-triangle pairs, then the edge pairs; fixes-only pairs left out).
+  // Calls visit(pair) for every pair of parts that share no vertex and whose boxes over
+  // x0 ... x1, grown by `margin`, come within `reach` of each other: the vertex-triangle
+  // pairs, then the edge pairs, then the vertex-wire pairs.
   template <class Visit>
-  void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double grow, Visit&& visit) const;
+  void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin, double reach,
+                      Visit&& visit) const;
   int num_vertices_ = 0;
   std::vector<std::array<int, 3>> triangles_;
   std::vector<std::array<int, 2>> edges_;

@@ -646,8 +646,9 @@ void System<D>::list_self_pairs(double h, const FixPath<D>& path) {
       inverse_mass[i] = 1 / model_.mass[c.nr];
       springs[i] = model_.spring_stiffness_at[c.nr];
     }
-    self_pairs_ = model_.self_contact.pairs(x0, x1, v0, inverse_mass, springs, contact_gravity(), self_pairs_,
-                                            self_missed_, self_touching_);
+    self_pairs_ = model_.self_contact.pairs(x0, x1, self_margin(), v0, inverse_mass, springs, contact_gravity(),
+                                            self_pairs_, self_touching_);
+    self_predicted_ = x1;
   }
 }
 
@@ -659,8 +660,12 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
     if (!model_.self_contact.enabled()) return {};
     const std::vector<Vec3> x0 = vertex_points(kinematics(state_.q, state_.v, path, state_.time));
     const std::vector<Vec3> x1 = vertex_points(kinematics(q1, state_.v, path, t1));
-    self_missed_.clear();
-    const std::string why = model_.self_contact.check_step(x0, x1, self_pairs_, &self_missed_);
+    std::string why;
+    for (std::size_t i = 0; i < x1.size() && why.empty(); ++i)
+      if ((x1[i] - self_predicted_[i]).norm() > self_margin())
+        why = "vertex " + std::to_string(i) + " ended the step " + fmt((x1[i] - self_predicted_[i]).norm()) +
+              " m from where its self-collision pairs were listed for";
+    if (why.empty()) why = model_.self_contact.crossing(x0, x1, self_pairs_);
     if (why.empty()) return why;
     ++self_contact_refusals;
     return "in the step from t=" + fmt(state_.time) + ", " + why;
