@@ -314,3 +314,20 @@ def test_a_2d_wire_rests_straight():
         mss.add(ms.WireBending(1.0, (a, b, c), rest_angle=0.5))
     mss.add(ms.WireBending(1.0, (a, b, c), rest_angle=None))
     assert mss.wire_bendings[0].rest_angle == 0.0
+
+
+def test_a_straight_wire_falls_freely():
+    """A wire modelled straight but tilted has turning angles of round-off (1e-8 rad): it
+    rests straight, and falls without its energy turning NaN (the cosine of its angles
+    rounds above 1)."""
+    n = 50
+    x = np.array([0, 0, 1.01]) + np.outer(np.linspace(0, 1, n + 1), np.array([0.05, 0, -1]) / np.hypot(0.05, 1))
+    edges = np.column_stack([np.arange(n), np.arange(1, n + 1)])
+    st = ms.Structure(positions=x, edges=edges, total_mass=0.1, stiffness=3000.0,
+                      wire_joints=ms.wire_joints(edges), wire_rigidity=1e-5)
+    mss = ms.build_system(st)
+    assert all(w.rest_angle == 0.0 for w in mss.wire_bendings)
+    mss.tolerance = 1e-3
+    mss.simulate(0.2, 5)
+    y = mss.vertex_positions()
+    np.testing.assert_allclose(y - x, np.tile([0, 0, -0.5 * 9.81 * 0.2 ** 2], (n + 1, 1)), atol=1e-6)

@@ -125,22 +125,6 @@ void add_rows(System<D>& s, const IdxArr& rows, std::size_t n, const char* what,
   s.add_stencils(laws, ends);
 }
 
-// Rows of K vertex indices, (n, K) (any n for an empty array).
-template <int K>
-std::vector<std::array<int, K>> index_rows(const IdxArr& rows, const char* what) {
-  const bool shaped = rows.ndim() == 2 ? rows.shape(1) == K : rows.size() == 0;
-  if (!shaped)
-    throw InputError(std::string(what) + ": expected an array of shape (n, " + std::to_string(K) +
-                     ") of vertex indices");
-  std::vector<std::array<int, K>> out(static_cast<std::size_t>(rows.size()) / K);
-  for (std::size_t r = 0; r < out.size(); ++r)
-    for (int k = 0; k < K; ++k) {
-      const long long i = rows.data()[K * r + k];
-      out[r][k] = i < 0 || i > std::numeric_limits<int>::max() ? -1 : static_cast<int>(i);
-    }
-  return out;
-}
-
 // Laws with a stiffness and a rest angle per row (hinges, wire joints), many at once;
 // without rest angles, the angles as built (NaN: take_rest_shape).
 template <class Law, int D>

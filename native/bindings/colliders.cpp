@@ -1,6 +1,7 @@
 // Colliders: the triangles masses rest on, their contact forces, and the box tree's
 // queries for tests.
 #include "bindings/common.hpp"
+#include "contact/self_contact.hpp"
 
 #include <limits>
 
@@ -103,6 +104,23 @@ void bind_collider_queries(py::module_& m) {
         "distance to the nearest collider triangle within the thickness (inf: none) and the "
         "normal there, whether the segment from the point to `ends` crosses a triangle, and "
         "at how many points the point touches the colliders (Colliders::contacts).");
+  m.def(
+      "closest_parts",
+      [](const py::array_t<double>& positions, const IdxArr& triangles, const IdxArr& edges, double within) {
+        if (positions.ndim() != 2 || positions.shape(1) != 3) throw InputError("positions must have shape (n, 3)");
+        std::vector<Vec3> x(positions.shape(0));
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = Vec3(positions.at(i, 0), positions.at(i, 1), positions.at(i, 2));
+        SelfContact contact;
+        contact.set(static_cast<int>(x.size()), index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"),
+                    within, 0.0);
+        std::string where;
+        const double d = contact.closest_parts(x, where);
+        return py::make_tuple(d, where);
+      },
+      py::arg("positions"), py::arg("triangles"), py::arg("edges"), py::arg("within"),
+      "(distance, description) of the two closest parts of a mesh that share no vertex (vertex "
+      "and triangle, two edges, vertex and wire), among those within `within` of each other; "
+      "(inf, '') if none is.");
 }
 
 template void bind_colliders<2>(SystemClass<2>&);

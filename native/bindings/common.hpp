@@ -2,6 +2,7 @@
 // the element descriptors as the user writes them, and the System class they all extend.
 #pragma once
 
+#include <limits>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -76,6 +77,23 @@ template <int D>
 void bind_arrays(SystemClass<D>& cls);  // arrays.cpp: numpy accessors, from_arrays, state
 template <int D>
 void bind_simulation(SystemClass<D>& cls);  // simulation.cpp: integrators, settings, stats
+// Rows of K vertex indices, (n, K) (any n for an empty array); an index beyond int is -1
+// (the caller's check names it).
+template <int K>
+std::vector<std::array<int, K>> index_rows(const IdxArr& rows, const char* what) {
+  const bool shaped = rows.ndim() == 2 ? rows.shape(1) == K : rows.size() == 0;
+  if (!shaped)
+    throw InputError(std::string(what) + ": expected an array of shape (n, " + std::to_string(K) +
+                     ") of vertex indices");
+  std::vector<std::array<int, K>> out(static_cast<std::size_t>(rows.size()) / K);
+  for (std::size_t r = 0; r < out.size(); ++r)
+    for (int k = 0; k < K; ++k) {
+      const long long i = rows.data()[K * r + k];
+      out[r][k] = i < 0 || i > std::numeric_limits<int>::max() ? -1 : static_cast<int>(i);
+    }
+  return out;
+}
+
 template <int D>
 void bind_colliders(SystemClass<D>& cls);  // colliders.cpp
 void bind_collider_queries(py::module_& m);  // colliders.cpp, for tests

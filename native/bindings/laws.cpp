@@ -4,6 +4,7 @@
 #include "forces/laws.hpp"
 #include "forces/hinge_bending.hpp"
 #include "forces/wire_bending.hpp"
+#include "contact/self_contact.hpp"
 
 namespace ms::bindings {
 
@@ -130,6 +131,40 @@ void bind_laws(py::module_& m) {
          bool definite) { return stencil_terms_any(HingeBending{stiffness, rest_angle}, x, v, definite); },
       py::arg("stiffness"), py::arg("rest_angle"), py::arg("x"), py::arg("v"), py::arg("definite") = false,
       "HingeBending at positions x and velocities v (4 rows, 3 columns): (energy, f, df/dx, df/dv).");
+  m.def(
+      "self_contact_terms",
+      [](const std::string& kind, const py::array_t<double>& x, const py::array_t<double>& v, double distance,
+         double friction, double stiffness, double mass, double side) {
+        const std::array<Vec<3>, 4> xs = hinge_rows(x), vs = hinge_rows(v);
+        SelfContactPair pair;
+        pair.kind = kind == "point_triangle" ? SelfContactPair::kPointTriangle
+                    : kind == "edge_edge"    ? SelfContactPair::kEdgeEdge
+                    : kind == "point_edge"   ? SelfContactPair::kPointEdge
+                                             : throw InputError("kind must be point_triangle, edge_edge or point_edge");
+        pair.v = {0, 1, 2, 3};
+        pair.side = side;
+        pair.stiffness = stiffness;
+        pair.mass = mass;
+        SelfContact contact;
+        contact.set(4, {}, {}, distance, friction);
+        const SelfContactTerms t = contact.terms(pair, xs, vs, 9.81);
+        Eigen::Matrix<double, 12, 1> f;
+        Eigen::Matrix<double, 12, 12> dfdx, dfdv;
+        for (int i = 0; i < 4; ++i) {
+          f.segment<3>(3 * i) = t.f[i];
+          for (int j = 0; j < 4; ++j) {
+            dfdx.block<3, 3>(3 * i, 3 * j) = -t.w[i] * t.w[j] * t.A;
+            dfdv.block<3, 3>(3 * i, 3 * j) = -t.w[i] * t.w[j] * t.B;
+          }
+        }
+        return py::make_tuple(t.energy, as_array(f, 12, 0), matrix_array(dfdx.data(), 12, 12),
+                              matrix_array(dfdv.data(), 12, 12));
+      },
+      py::arg("kind"), py::arg("x"), py::arg("v"), py::arg("distance"), py::arg("friction"), py::arg("stiffness"),
+      py::arg("mass"), py::arg("side") = 1.0,
+      "A self-contact pair (contact/self_contact.hpp) at positions x and velocities v (4 rows, 3 "
+      "columns: point and triangle, two edges, or point and edge with its last vertex repeated): "
+      "(energy, f, df/dx, df/dv), the derivatives as Newton's matrix takes them.");
   m.def(
       "dihedral_angle",
       [](const py::array_t<double>& x, int derivatives) {

@@ -36,6 +36,7 @@ struct WireBending {
   // cost more than the solves (docs/performance.md, "Stencils: bending on three vertices").
   static constexpr bool kProjectInNewton = false;
   static constexpr bool kOuterProjected = false;
+  static constexpr double kStraight = 1e-6;  // radians: a modelled angle below is straight
   double stiffness = 0.0;   // k, N m (a moment per radian)
   double rest_angle = 0.0;  // theta_rest, radians in [0, pi); NaN: the angle when added
 
@@ -66,6 +67,9 @@ struct WireBending {
     const double la = a.norm(), lb = b.norm();
     rest_angle = la > 0 && lb > 0 ? std::acos(std::clamp(a.dot(b) / (la * lb), -1.0, 1.0)) : 0.0;
     rest_angle = std::min(rest_angle, std::nextafter(3.14159265358979323846, 0.0));
+    // A wire modelled straight has angles of round-off (1e-8 rad in float32 positions): it
+    // rests straight (test_a_straight_wire_falls_freely).
+    if (rest_angle < kStraight) rest_angle = 0.0;
     return nullptr;
   }
 
@@ -85,7 +89,8 @@ struct WireBending {
     if (!(1.0 + c > 1e-12)) return out;
     // E = 2 k r - k kappa_rest kappa + k kappa_rest^2 / 2 as a function of c, with
     // r = (1 - c) / (1 + c) (r' = -2 / (1 + c)^2, r'' = 4 / (1 + c)^3) and kappa = 2 sqrt(r).
-    const double p = 1.0 + c, r = (1.0 - c) / p;
+    // (c rounds above 1 on a straight wire: r >= 0 keeps kappa a number)
+    const double p = 1.0 + c, r = std::max(0.0, (1.0 - c) / p);
     out.energy = 2.0 * stiffness * (1.0 - c) / p;
     double dE = -4.0 * stiffness / (p * p), ddE = 8.0 * stiffness / (p * p * p);
     if (rest_angle > 0) {

@@ -28,6 +28,7 @@ from ._core import (  # noqa: F401  (re-exported API)
     SimulationError,
     Spring,
     WireBending,
+    closest_parts,
     get_num_threads,
     set_num_threads,
     usable_cores,
@@ -52,7 +53,7 @@ INTEGRATORS = tuple(info.name for info in INTEGRATOR_INFO)
 __all__ = [
     "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring", "WireBending",
-    "HingeBending", "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "from_arrays",
+    "HingeBending", "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "closest_parts", "from_arrays",
     "get_num_threads", "set_num_threads", "usable_cores",
 ]
 

@@ -1,0 +1,297 @@
+"""Self-collision (set_self_contact; native/contact/self_contact.hpp): parts that share no
+vertex keep the distance apart and never pass through each other.
+
+The pair law is checked against its energy; structures against what must hold at every
+frame: ropes and wires keep their segments apart, where without self-collision they pass
+through each other (the ribbon folding onto itself, checked with Blender's own BVH overlap,
+is in tests/test_addon_self_collision.py).
+"""
+import numpy as np
+import pytest
+
+import mass_spring as ms
+from mass_spring._core import laws
+
+G = 9.81
+FLOOR_V = np.array([[-10, -10, 0], [10, -10, 0], [10, 10, 0], [-10, 10, 0]], float)
+FLOOR_T = np.array([[0, 1, 2], [0, 2, 3]])
+
+
+def segment_distances(a0, a1, b0, b1):
+    """Distances of segments a (n) to segments b (m), (n, m): the nearest points of two
+    segments, clamped as in Ericson's Real-Time Collision Detection 5.1.9, by brute force
+    over the candidate parameters (interior solution and the four clamped edges)."""
+    d1 = (a1 - a0)[:, None, :]
+    d2 = (b1 - b0)[None, :, :]
+    r = a0[:, None, :] - b0[None, :, :]
+    a = (d1 * d1).sum(-1)
+    e = (d2 * d2).sum(-1)
+    b = (d1 * d2).sum(-1)
+    c = (d1 * r).sum(-1)
+    f = (d2 * r).sum(-1)
+
+    def at(s, t):
+        return np.linalg.norm(r + s[..., None] * d1 - t[..., None] * d2, axis=-1)
+
+    denom = a * e - b * b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.clip(np.where(denom > 1e-14 * a * e, (b * f - c * e) / denom, 0.0), 0, 1)
+        t = np.clip((b * s + f) / e, 0, 1)
+        best = at(s, t)
+        for s_fixed in (0.0, 1.0):  # t free on an end of a
+            sf = np.full_like(a, s_fixed)
+            best = np.minimum(best, at(sf, np.clip((b * sf + f) / e, 0, 1)))
+        for t_fixed in (0.0, 1.0):  # s free on an end of b
+            tf = np.full_like(a, t_fixed)
+            best = np.minimum(best, at(np.clip((b * tf - c) / a, 0, 1), tf))
+    return best
+
+
+def closest_unrelated_segments(x, edges, other=None):
+    """The smallest distance between two edges that share no vertex (of `edges`, or
+    between `edges` and `other`)."""
+    other = edges if other is None else other
+    d = segment_distances(x[edges[:, 0]], x[edges[:, 1]], x[other[:, 0]], x[other[:, 1]])
+    shared = (edges[:, None, :, None] == other[None, :, None, :]).any(axis=(2, 3))
+    return float(np.where(shared, np.inf, d).min())
+
+
+def rope(n, length, start, direction):
+    direction = np.asarray(direction, float) / np.linalg.norm(direction)
+    x = np.asarray(start, float) + np.outer(np.linspace(0, length, n + 1), direction)
+    edges = np.column_stack([np.arange(n), np.arange(1, n + 1)])
+    return x, edges
+
+
+def wire_system(x, edges, pinned=None, distance=0.0, friction=0.3, total_mass=0.1, stiffness=2000.0,
+                wire_rigidity=0.0, floor=True):
+    st = ms.Structure(positions=x, edges=edges, pinned=pinned, total_mass=total_mass, stiffness=stiffness,
+                      damping=0.2, wire_joints=ms.wire_joints(edges), wire_rigidity=wire_rigidity,
+                      self_collision_distance=distance, self_friction=friction)
+    mss = ms.build_system(st)
+    if floor:
+        mss.set_colliders(FLOOR_V, FLOOR_T, 0.002, 0.5)
+    mss.tolerance = 1e-3
+    return mss
+
+
+# ---------------------------------------------------------------- the pair law
+
+def finite_difference_forces(kind, x, **law):
+    eps = 1e-7
+    grad = np.zeros(12)
+    for k in range(12):
+        xp, xm = x.copy(), x.copy()
+        xp.flat[k] += eps
+        xm.flat[k] -= eps
+        grad[k] = (laws.self_contact_terms(kind, xp, np.zeros((4, 3)), **law)[0] -
+                   laws.self_contact_terms(kind, xm, np.zeros((4, 3)), **law)[0]) / (2 * eps)
+    return -grad
+
+
+PAIRS = {
+    # a point 6 mm over a triangle's inside
+    "point_triangle": np.array([[0.2, 0.3, 0.006], [0, 0, 0], [1, 0, 0.0], [0, 1, 0.001]]),
+    # a point 5 mm beyond a triangle's edge, 4 mm up: nearest point on the edge
+    "point_triangle_edge": np.array([[0.5, -0.005, 0.004], [0, 0, 0], [1, 0, 0], [0, 1, 0]]),
+    # two edges crossing at right angles, 7 mm apart
+    "edge_edge": np.array([[-0.5, 0.1, 0.007], [0.5, 0.12, 0.007], [0, -0.5, 0], [0.02, 0.5, 0]]),
+    # a point 3 mm from a wire
+    "point_edge": np.array([[0.3, 0.003, 0.0], [0, 0, 0], [1, 0, 0], [1, 0, 0]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_pair_forces_are_minus_the_gradient_of_the_energy(name):
+    kind = name if name != "point_triangle_edge" else "point_triangle"
+    law = dict(distance=0.01, friction=0.0, stiffness=500.0, mass=0.01)
+    x = PAIRS[name]
+    energy, f, _, _ = laws.self_contact_terms(kind, x, np.zeros((4, 3)), **law)
+    assert energy > 0 and np.abs(f).max() > 0  # within the distance: pushed apart
+    np.testing.assert_allclose(f, finite_difference_forces(kind, x, **law), rtol=1e-5, atol=1e-9)
+    # equal and opposite: no net force, and the point is pushed away from the other part
+    np.testing.assert_allclose(f.reshape(4, 3).sum(axis=0), 0, atol=1e-12)
+
+
+def test_the_newton_block_is_the_stiffness_along_the_normal():
+    """Moving the point along the normal, the force changes by df/dx times the move."""
+    law = dict(distance=0.01, friction=0.0, stiffness=500.0, mass=0.01)
+    x = PAIRS["point_triangle"]
+    _, f0, dfdx, _ = laws.self_contact_terms("point_triangle", x, np.zeros((4, 3)), **law)
+    normal = np.cross(x[2] - x[1], x[3] - x[1])
+    normal /= np.linalg.norm(normal)
+    move = np.zeros(12)
+    move[:3] = 1e-7 * normal
+    f1 = laws.self_contact_terms("point_triangle", x + move.reshape(4, 3), np.zeros((4, 3)), **law)[1]
+    np.testing.assert_allclose(f1 - f0, dfdx @ move, rtol=1e-4, atol=1e-12)
+
+
+def test_a_pair_beyond_the_distance_has_no_force():
+    x = PAIRS["point_triangle"].copy()
+    x[0, 2] = 0.02
+    energy, f, dfdx, _ = laws.self_contact_terms("point_triangle", x, np.zeros((4, 3)), 0.01, 0.3, 500.0, 0.01)
+    assert energy == 0 and not f.any() and not dfdx.any()
+
+
+def test_friction_opposes_sliding_up_to_mu_times_the_normal_force():
+    law = dict(distance=0.01, friction=0.4, stiffness=500.0, mass=0.01)
+    x = PAIRS["point_triangle"]
+    v = np.zeros((4, 3))
+    v[0] = (1.0, 0, 0)  # the point slides along x at 1 m/s
+    _, f, _, _ = laws.self_contact_terms("point_triangle", x, v, **law)
+    _, f_still, _, _ = laws.self_contact_terms("point_triangle", x, np.zeros((4, 3)), **law)
+    tangential = f[:3] - f_still[:3]
+    normal_force = np.linalg.norm(f_still[:3])
+    assert tangential[0] < 0
+    assert np.linalg.norm(tangential) == pytest.approx(0.4 * normal_force, rel=1e-3)
+
+
+def test_edges_turned_parallel_fade_out():
+    """Parallel edges' nearest points jump from end to end as they turn: their pair fades
+    to nothing there (the other kinds of pairs hold such edges apart)."""
+    law = dict(distance=0.01, friction=0.0, stiffness=500.0, mass=0.01)
+    x = np.array([[0, 0, 0.005], [1, 0, 0.005], [0.2, 0, 0], [1.2, 0, 0]])
+    assert laws.self_contact_terms("edge_edge", x, np.zeros((4, 3)), **law)[0] == 0.0
+    x[3] = (0.2, 1.0, 0)  # at right angles: the full force
+    assert laws.self_contact_terms("edge_edge", x, np.zeros((4, 3)), **law)[0] > 0
+
+
+# ---------------------------------------------------------------- input
+
+def test_a_distance_the_mesh_cannot_hold_is_refused_naming_the_parts():
+    x, edges = rope(10, 0.5, (0, 0, 0.5), (1, 0, 0))  # segments of 5 cm
+    st = ms.Structure(positions=x, edges=edges, total_mass=0.1, stiffness=100.0)
+    mss = ms.build_system(st)
+    with pytest.raises(ValueError, match=r"self-collision distance 0\.06.* edge \d+-\d+ and edge \d+-\d+ share no "
+                                         r"vertex but are 0\.05"):
+        mss.set_self_contact(np.zeros((0, 3), int), edges, 0.06)
+    mss.set_self_contact(np.zeros((0, 3), int), edges, 0.04)  # below the spacing: fine
+    assert ms.closest_parts(x, np.zeros((0, 3), int), edges, 0.06)[0] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("triangles, edges, distance, friction, message", [
+    ([[0, 1, 7]], [], 0.01, 0.0, "self-collision triangle 0 uses vertex 7, but there are 3"),
+    ([[0, 1, 1]], [], 0.01, 0.0, "self-collision triangle 0 uses vertex 1 twice"),
+    (np.zeros((0, 3)), [[0, 5]], 0.01, 0.0, "self-collision edge 0 uses vertex 5"),
+    (np.zeros((0, 3)), [[0, 1]], -0.01, 0.0, "distance must be a number >= 0"),
+    (np.zeros((0, 3)), [[0, 1]], 0.01, -1.0, "friction must be a number >= 0"),
+    (np.zeros((0, 3)), [[0, 1]], float("nan"), 0.0, "distance must be a number >= 0"),
+])
+def test_bad_self_contact_input_is_refused(triangles, edges, distance, friction, message):
+    mss = ms.from_arrays(np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], float), np.ones(3),
+                         springs=np.array([[0, 1], [1, 2]]), stiffness=10.0)
+    with pytest.raises(ValueError, match=message):
+        mss.set_self_contact(np.asarray(triangles, dtype=np.int64).reshape(-1, 3),
+                             np.asarray(edges, dtype=np.int64).reshape(-1, 2), distance, friction)
+
+
+def test_self_contact_is_for_3d_systems():
+    mss = ms.from_arrays(np.array([[0, 0], [1, 0], [2, 0]], float), np.ones(3), springs=np.array([[0, 1], [1, 2]]),
+                         stiffness=10.0)
+    with pytest.raises(ValueError, match="self-collision is for 3-D systems"):
+        mss.set_self_contact(np.zeros((0, 3), np.int64), np.array([[0, 1], [1, 2]]), 0.01)
+
+
+# ---------------------------------------------------------------- structures
+
+def crossing_wires(distance):
+    """A free wire dropped crosswise onto a wire pinned at its ends, 5 cm below."""
+    low, low_edges = rope(20, 1.0, (-0.5, 0, 0), (1, 0, 0))
+    up, up_edges = rope(20, 1.0, (0, -0.5, 0.05), (0, 1, 0))
+    x = np.vstack([low, up])
+    edges = np.vstack([low_edges, up_edges + len(low)])
+    pinned = np.zeros(len(x), bool)
+    pinned[[0, 20]] = True
+    mss = wire_system(x, edges, pinned, distance, total_mass=0.2, floor=False)
+    return mss, edges[:20], edges[20:]
+
+
+def test_a_wire_dropped_across_another_rests_on_it_and_falls_through_without():
+    distance = 0.01
+    mss, low, up = crossing_wires(distance)
+    for _ in range(24):
+        mss.simulate(1 / 24, 1)
+        x = mss.vertex_positions()
+        assert closest_unrelated_segments(x, low, up) >= 0.5 * distance
+    x = mss.vertex_positions()
+    assert x[31, 2] > x[10, 2] + 0.5 * distance  # the free wire's middle lies on the pinned one's
+    assert mss.stats["self_contact_pairs"] > 0
+    loose, _, _ = crossing_wires(0.0)
+    loose.simulate(1.0, 24)
+    assert loose.vertex_positions()[31, 2] < -1.0  # fell through
+
+
+def rope_pile(distance, frames=36):
+    """A rope of 50 segments of 2 cm hanging straight down, its lower end 1 cm over the
+    floor, let go: it piles up on the floor."""
+    x, edges = rope(50, 1.0, (0, 0, 1.01), (0.05, 0, -1))
+    mss = wire_system(x, edges, distance=distance, total_mass=0.1, stiffness=3000.0, wire_rigidity=1e-5)
+    closest = []
+    for _ in range(frames):
+        mss.simulate(1 / 24, 1)
+        closest.append(closest_unrelated_segments(mss.vertex_positions(), edges))
+    return mss, np.array(closest)
+
+
+def test_a_rope_piled_on_the_floor_keeps_its_segments_apart():
+    distance = 0.008
+    mss, closest = rope_pile(distance)
+    assert closest.min() >= 0.5 * distance
+    assert mss.vertex_positions()[:, 2].max() < 0.2  # it has fallen
+    assert mss.stats["self_contact_pairs"] > 0
+    _, loose = rope_pile(0.0)
+    assert loose.min() < 0.1 * distance  # without: segments pass through each other
+
+
+def test_two_ropes_dropped_crosswise_tangle_without_crossing():
+    distance = 0.008
+    a, a_edges = rope(40, 0.8, (-0.4, 0.0, 0.1), (1, 0, 0))
+    b, b_edges = rope(40, 0.8, (0.0, -0.4, 0.13), (0, 1, 0.05))
+    x = np.vstack([a, b])
+    edges = np.vstack([a_edges, b_edges + len(a)])
+    mss = wire_system(x, edges, distance=distance, total_mass=0.2)
+    for _ in range(24):
+        mss.simulate(1 / 24, 1)
+        y = mss.vertex_positions()
+        assert closest_unrelated_segments(y, a_edges, b_edges + len(a)) >= 0.5 * distance
+    y = mss.vertex_positions()
+    # b still lies over a where they cross
+    assert y[len(a) + 20, 2] > y[20, 2]
+
+
+def test_a_rope_dropped_across_a_pinned_net_never_passes_through_it():
+    """A net of wires (11 x 11, 10 cm apart, no faces) pinned at its corners, and a rope
+    1.2 m long dropped across it from 10 cm above."""
+    n = 11
+    i, j = np.meshgrid(np.arange(n), np.arange(n))
+    net = np.column_stack([i.ravel() * 0.1 - 0.5, j.ravel() * 0.1 - 0.5, np.zeros(n * n)])
+    idx = np.arange(n * n).reshape(n, n)
+    net_edges = np.vstack([np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
+                           np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()])])
+    line, line_edges = rope(40, 1.2, (-0.6, 0.03, 0.1), (1, 0.1, 0))
+    x = np.vstack([net, line])
+    edges = np.vstack([net_edges, line_edges + len(net)])
+    pinned = np.zeros(len(x), bool)
+    pinned[[0, n - 1, n * n - n, n * n - 1]] = True
+    distance = 0.01
+    mss = wire_system(x, edges, pinned, distance, total_mass=0.3, floor=False)
+    for _ in range(24):
+        mss.simulate(1 / 24, 1)
+        y = mss.vertex_positions()
+        assert closest_unrelated_segments(y, net_edges, line_edges + len(net)) >= 0.5 * distance
+    y = mss.vertex_positions()
+    sag = y[n * n // 2, 2]  # the net's middle
+    assert sag < -0.01  # the rope's weight pulls the net down ...
+    assert y[len(net) + 20, 2] > sag  # ... and lies in it, above
+
+
+def test_self_contact_gives_the_same_bits_on_any_number_of_workers():
+    def run(threads):
+        before = ms.get_num_threads()
+        ms.set_num_threads(threads)
+        try:
+            mss, _ = rope_pile(0.008, frames=12)
+            return mss.vertex_positions()
+        finally:
+            ms.set_num_threads(before)
+    assert np.array_equal(run(1), run(2))
