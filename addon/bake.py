@@ -149,6 +149,9 @@ def simulation_settings(scene, obj, overrides: dict | None = None) -> Simulation
         fps=scene.render.fps / scene.render.fps_base,
         initial_velocity=np.array(settings.initial_velocity, dtype=np.float64),
         initial_angular_velocity=np.array(settings.initial_angular_velocity, dtype=np.float64),
+        self_collision=settings.self_collision,
+        self_collision_distance=settings.self_collision_distance,
+        self_friction=settings.self_friction,
     )
 
 

@@ -164,6 +164,7 @@ def mesh_to_arrays(obj, settings=None) -> MeshArrays:
         stiffness_weights=weight_map(settings.stiffness_group, "stiffness"),
         bending_weights=weight_map(settings.bending_group, "bending"),
         damping_weights=weight_map(settings.damping_group, "damping"),
+        faces=faces(mesh) if settings.self_collision else [],
         pin_group=settings.pin_group,
         mass_group=settings.mass_group,
     )

@@ -207,9 +207,30 @@ class MassSpringSettings(bpy.types.PropertyGroup):
         description="Collide with every mesh object that has Physics ▸ Collision and is "
                     "enabled in the view layer, static, animated or deforming: masses keep "
                     "its Thickness Outer from its surface and slide with the Mass–Spring "
-                    "friction set in its Collision panel. Self-collision is not handled: the "
-                    "structure passes through itself",
+                    "friction set in its Collision panel. For the structure against itself, "
+                    "see Self Collision",
         default=True,
+    )
+    self_collision: BoolProperty(
+        name="Self Collision",
+        description="Keep the structure from passing through itself: faces, and edges of no "
+                    "face (ropes, chains, nets), keep the Distance below apart wherever they "
+                    "share no vertex. Costs time where parts come close",
+        default=False,
+    )
+    self_collision_distance: FloatProperty(
+        name="Distance",
+        description="How far apart parts of the structure keep (m, in world space; like "
+                    "Cloth's self-collision distance). 0: automatic, a quarter of the median "
+                    "edge length, less where the mesh as modelled has parts closer (at most "
+                    "what the mesh can hold at rest)",
+        default=0.0, min=0.0, soft_max=1.0, unit='LENGTH', precision=4, step=0.1,
+    )
+    self_friction: FloatProperty(
+        name="Friction",
+        description="Coulomb friction coefficient between parts of the structure that touch "
+                    "(0: slippery as ice; 0.3: cloth on cloth)",
+        default=0.3, min=0.0, soft_max=2.0, max=1000.0,
     )
     use_scene_frame_range: BoolProperty(
         name="Scene Frame Range",

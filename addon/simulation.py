@@ -73,6 +73,8 @@ class MeshArrays:
     stiffness_weights: np.ndarray | None = None
     bending_weights: np.ndarray | None = None
     damping_weights: np.ndarray | None = None
+    # The faces as vertex index arrays (self-collision's triangles), if asked for.
+    faces: list = field(default_factory=list)
     # Words used in messages, e.g. the pin group's name.
     pin_group: str = ""
     mass_group: str = ""
@@ -99,6 +101,11 @@ class SimulationSettings:
     fps: float = 24.0
     initial_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
     initial_angular_velocity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    # Self-collision: off, or on with this distance (m, world space; 0: automatic,
+    # self_collision_distance) and friction.
+    self_collision: bool = False
+    self_collision_distance: float = 0.0
+    self_friction: float = 0.3
 
 
 @dataclass
@@ -223,6 +230,9 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
             stiffness_weights=arrays.stiffness_weights,
             bending_weights=arrays.bending_weights,
             damping_weights=arrays.damping_weights,
+            faces=arrays.faces,
+            self_collision_distance=self_collision_distance(positions, arrays, settings),
+            self_friction=settings.self_friction,
         )
         rods = int(structure.rod_edges().sum())
         if settings.integrator in EXPLICIT_INTEGRATORS and rods:
@@ -236,6 +246,33 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
     except ValueError as ex:
         raise BakeError(f"the core refused the system: {ex}") from ex
     return mss, structure
+
+
+# The automatic self-collision distance: this share of the median edge length, and at most
+# this share of the distance of the closest parts of the mesh as modelled that share no
+# vertex (the core refuses more than that distance: the mesh could not rest).
+AUTO_DISTANCE_OF_EDGE = 0.25
+AUTO_DISTANCE_OF_CLOSEST = 0.5
+
+
+def self_collision_distance(positions: np.ndarray, arrays: MeshArrays, settings: SimulationSettings) -> float:
+    """The self-collision distance of a bake in world metres: 0 when it is off, the
+    setting when it is set, else automatic (AUTO_DISTANCE_OF_EDGE,
+    AUTO_DISTANCE_OF_CLOSEST)."""
+    if not settings.self_collision:
+        return 0.0
+    if settings.self_collision_distance > 0:
+        return float(settings.self_collision_distance)
+    lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
+    distance = AUTO_DISTANCE_OF_EDGE * float(np.median(lengths))
+    core = import_core()
+    closest, _ = core.closest_parts(positions, core.triangles_of_faces(arrays.faces), arrays.edges, distance)
+    distance = min(distance, AUTO_DISTANCE_OF_CLOSEST * closest)
+    if not distance > 0:
+        raise BakeError("self-collision: parts of the mesh that share no vertex touch as modelled (or an "
+                        "edge has length 0), so no distance can keep them apart: separate them, or turn "
+                        "Self Collision off")
+    return distance
 
 
 @dataclass(frozen=True)

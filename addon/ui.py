@@ -173,7 +173,20 @@ class PHYSICS_PT_mass_spring_collisions(MassSpringPanelBase, bpy.types.Panel):
             layout.label(text=f"With {len(found)}: {names}", icon='MOD_PHYSICS')
         else:
             layout.label(text="No Collision objects in the scene", icon='INFO')
-        layout.label(text="Not with itself (no self-collision)")
+
+
+class PHYSICS_PT_mass_spring_self_collision(MassSpringPanelBase, bpy.types.Panel):
+    bl_label = "Self Collision"
+    bl_parent_id = "PHYSICS_PT_mass_spring_collisions"
+
+    def draw_header(self, context):
+        self.layout.prop(context.object.mass_spring, "self_collision", text="")
+
+    def draw(self, context):
+        layout, settings = self.settings_layout(context)
+        layout.active = settings.enabled and settings.self_collision
+        layout.prop(settings, "self_collision_distance", text="Distance (0: Auto)")
+        layout.prop(settings, "self_friction")
 
 
 def draw_collider_friction(self, context):
@@ -210,6 +223,7 @@ classes = (
     PHYSICS_PT_mass_spring_velocity,
     PHYSICS_PT_mass_spring_solver,
     PHYSICS_PT_mass_spring_collisions,
+    PHYSICS_PT_mass_spring_self_collision,
     PHYSICS_PT_mass_spring_output,
 )
 

@@ -1,4 +1,5 @@
 // Building with validation, state access and diagnostics of System<D>.
+#include <cstdio>
 #include "system.hpp"
 
 #include <algorithm>
@@ -402,17 +403,23 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
   require_idle("set self-collision");
   require(D == 3 || distance == 0 || (triangles.empty() && edges.empty()),
           "self-collision is for 3-D systems (MassSpringSystem3d); this one is 2-D");
+  const FixPath<D> path = resting_path();
+  const std::vector<Vec3> built = vertex_points(kinematics(state_.q, state_.v, path, state_.time));
   SelfContact next;
-  next.set(num_vertices(), triangles, edges, distance, friction);
+  next.set(built, triangles, edges, distance, friction);
   if constexpr (D == 3) {
-    const FixPath<D> path = resting_path();
     std::string where;
-    const double closest = next.closest_parts(vertex_points(kinematics(state_.q, state_.v, path, state_.time)), where);
+    const double closest = next.closest_parts(built, where);
+    auto metres = [](double x) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.3g m", x);
+      return std::string(text);
+    };
     if (closest < distance)
-      throw InputError("the self-collision distance " + fmt(distance) + " m is more than the mesh can hold: " + where +
-                       " share no vertex but are " + fmt(closest) +
-                       " m apart as built, and would push each other apart at rest. Use a distance below " +
-                       fmt(closest) + " m, or a finer mesh");
+      throw InputError("the self-collision distance " + metres(distance) + " is more than the mesh can hold: " + where +
+                       " share no vertex but are " + metres(closest) +
+                       " apart as built, and would push each other apart at rest. Use a distance below " +
+                       metres(closest) + ", or a finer mesh");
   }
   model_.self_contact = std::move(next);
   self_pairs_.clear();

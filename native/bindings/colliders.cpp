@@ -111,7 +111,7 @@ void bind_collider_queries(py::module_& m) {
         std::vector<Vec3> x(positions.shape(0));
         for (std::size_t i = 0; i < x.size(); ++i) x[i] = Vec3(positions.at(i, 0), positions.at(i, 1), positions.at(i, 2));
         SelfContact contact;
-        contact.set(static_cast<int>(x.size()), index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"),
+        contact.set(x, index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"),
                     within, 0.0);
         std::string where;
         const double d = contact.closest_parts(x, where);

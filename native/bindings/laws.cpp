@@ -145,8 +145,9 @@ void bind_laws(py::module_& m) {
         pair.side = side;
         pair.stiffness = stiffness;
         pair.mass = mass;
+        pair.distance = distance;
         SelfContact contact;
-        contact.set(4, {}, {}, distance, friction);
+        contact.set({xs.begin(), xs.end()}, {}, {}, distance, friction);
         const SelfContactTerms t = contact.terms(pair, xs, vs, 9.81);
         Eigen::Matrix<double, 12, 1> f;
         Eigen::Matrix<double, 12, 12> dfdx, dfdv;

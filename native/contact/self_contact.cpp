@@ -203,8 +203,9 @@ void segment_parameters(const Vec3& a0, const Vec3& a1, const Vec3& b0, const Ve
   }
 }
 
-void SelfContact::set(int num_vertices, const std::vector<std::array<int, 3>>& triangles,
+void SelfContact::set(const std::vector<Vec3>& built, const std::vector<std::array<int, 3>>& triangles,
                       const std::vector<std::array<int, 2>>& edges, double distance, double friction) {
+  const int num_vertices = static_cast<int>(built.size());
   if (!(std::isfinite(distance) && distance >= 0))
     throw InputError("self-collision distance must be a number >= 0 (m), got " + std::to_string(distance));
   if (!(std::isfinite(friction) && friction >= 0))
@@ -224,6 +225,7 @@ void SelfContact::set(int num_vertices, const std::vector<std::array<int, 3>>& t
   check(triangles, "self-collision triangle");
   check(edges, "self-collision edge");
   num_vertices_ = num_vertices;
+  built_ = built;
   triangles_ = triangles;
   distance_ = distance;
   friction_ = friction;
@@ -238,6 +240,15 @@ void SelfContact::set(int num_vertices, const std::vector<std::array<int, 3>>& t
     for (int k = 0; k < 3; ++k) sides.push_back({std::min(t[k], t[(k + 1) % 3]), std::max(t[k], t[(k + 1) % 3])});
   std::sort(sides.begin(), sides.end());
   sides.erase(std::unique(sides.begin(), sides.end()), sides.end());
+  // Each vertex's neighbours across a triangle's side, sorted (neighbours()).
+  neighbour_start_.assign(num_vertices + 1, 0);
+  for (const auto& e : sides) ++neighbour_start_[e[0] + 1], ++neighbour_start_[e[1] + 1];
+  for (int v = 0; v < num_vertices; ++v) neighbour_start_[v + 1] += neighbour_start_[v];
+  neighbours_.resize(neighbour_start_[num_vertices]);
+  std::vector<int> next(neighbour_start_.begin(), neighbour_start_.end() - 1);
+  for (const auto& e : sides) neighbours_[next[e[0]]++] = e[1], neighbours_[next[e[1]]++] = e[0];
+  for (int v = 0; v < num_vertices; ++v)
+    std::sort(neighbours_.begin() + neighbour_start_[v], neighbours_.begin() + neighbour_start_[v + 1]);
   // The edges: every side of a triangle (a quad's diagonal too: two quads folded over
   // their shared edge pass through each other across their diagonals), and the wires.
   edges_ = sides;
@@ -247,6 +258,29 @@ void SelfContact::set(int num_vertices, const std::vector<std::array<int, 3>>& t
       wires_.push_back(e);
       edges_.push_back(e);
     }
+}
+
+bool SelfContact::neighbours(int a, int b) const {
+  return std::binary_search(neighbours_.begin() + neighbour_start_[a], neighbours_.begin() + neighbour_start_[a + 1],
+                            b);
+}
+
+double SelfContact::pair_distance(SelfContactPair pair) const {
+  const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1, last = pair.kind == SelfContactPair::kPointEdge ? 3 : 4;
+  int joined = 0;  // pairs of the parts' vertices joined by a triangle's side
+  for (int i = 0; i < split; ++i)
+    for (int j = split; j < last; ++j) {
+      if (pair.v[i] == pair.v[j]) return 0.0;
+      joined += neighbours(pair.v[i], pair.v[j]);
+    }
+  if (joined == 0) return distance_;
+  // Every vertex of one part joined to every vertex of the other: parts of one face (a
+  // quad's two diagonals, which cross wherever it is flat; a corner and the triangle of
+  // the quad's other cut).
+  if (joined == split * (last - split)) return 0.0;
+  pair.side = side_of(pair, corners(built_, pair.v));
+  const Nearest built = nearest(pair, corners(built_, pair.v));
+  return built.ok ? std::min(distance_, 0.5 * std::abs(built.distance)) : 0.0;
 }
 
 template <class Visit>
@@ -273,10 +307,10 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
   for (int p : points_)
     tree.overlapping(grown(swept({p})), [&](int k) {
       const auto& t = triangles_[k];
-      if (p == t[0] || p == t[1] || p == t[2]) return;
       SelfContactPair pair;
       pair.v = {p, t[0], t[1], t[2]};
-      visit(pair);
+      pair.distance = pair_distance(pair);
+      if (pair.distance > 0) visit(pair);
     });
   boxes.resize(edges_.size());
   for (std::size_t k = 0; k < edges_.size(); ++k) boxes[k] = swept({edges_[k][0], edges_[k][1]});
@@ -285,11 +319,12 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
     const auto& e = edges_[k];
     tree.overlapping(grown(boxes[k]), [&](int other) {
       const auto& o = edges_[other];
-      if (other <= static_cast<int>(k) || e[0] == o[0] || e[0] == o[1] || e[1] == o[0] || e[1] == o[1]) return;
+      if (other <= static_cast<int>(k)) return;
       SelfContactPair pair;
       pair.kind = SelfContactPair::kEdgeEdge;
       pair.v = {e[0], e[1], o[0], o[1]};
-      visit(pair);
+      pair.distance = pair_distance(pair);
+      if (pair.distance > 0) visit(pair);
     });
   }
   boxes.resize(wires_.size());
@@ -298,11 +333,11 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
   for (int p : points_)
     tree.overlapping(grown(swept({p})), [&](int k) {
       const auto& e = wires_[k];
-      if (p == e[0] || p == e[1]) return;
       SelfContactPair pair;
       pair.kind = SelfContactPair::kPointEdge;
       pair.v = {p, e[0], e[1], e[1]};
-      visit(pair);
+      pair.distance = pair_distance(pair);
+      if (pair.distance > 0) visit(pair);
     });
 }
 
@@ -319,19 +354,22 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   std::sort(kept.begin(), kept.end());
   each_near_pair(x0, x1, margin, distance_, [&](SelfContactPair pair) {
     const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
-    // The distance shrinks by at most twice the farthest move of the pair's vertices; the
-    // distance of the parts' boxes at x0 first (the cheap test most candidates fail).
+    // The distance shrinks by at most twice the farthest move of the pair's vertices
+    // relative to one of them (it does not change as the pair moves as one), each within
+    // the margin of its predicted move; the distance of the parts' boxes at x0 first (the
+    // cheap test most candidates fail).
     double move = 0;
-    for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm() + margin);
+    for (int j = 1; j < 4; ++j) move = std::max(move, ((b[j] - a[j]) - (b[0] - a[0])).norm());
+    move += 2 * margin;
     const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
     Box first, second;
     first.setEmpty();
     second.setEmpty();
     for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(a[j]);
     const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
-    if (gap - 2 * move >= distance_) return;
+    if (gap - 2 * move >= pair.distance) return;
     const Nearest at = nearest(pair, a);  // side +1: the distance's size is the same
-    if (!at.ok || std::abs(at.distance) - 2 * move >= distance_) return;
+    if (!at.ok || std::abs(at.distance) - 2 * move >= pair.distance) return;
     pair.side = side_of(pair, a);
     double inverse = 0, springs = 0;
     Vec3 relative = Vec3::Zero();
@@ -345,10 +383,10 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     const auto found = std::lower_bound(kept.begin(), kept.end(), std::make_pair(key(pair), -1.0));
     pair.stiffness = found != kept.end() && found->first == key(pair)
                          ? found->second
-                         : contact_stiffness(pair.mass, g_ref, distance_, springs, relative.norm());
+                         : contact_stiffness(pair.mass, g_ref, pair.distance, springs, relative.norm());
     if (!touching) {
       const Nearest end = nearest(pair, b);
-      touching = std::abs(at.distance) < distance_ || (end.ok && end.distance < distance_);
+      touching = std::abs(at.distance) < pair.distance || (end.ok && end.distance < pair.distance);
     }
     out.push_back(pair);
   });
@@ -357,9 +395,9 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
 
 std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                                   const std::vector<SelfContactPair>& listed) const {
-  const double touch = 1e-3 * distance_;
   for (const SelfContactPair& pair : listed) {
     if (pair.kind == SelfContactPair::kPointEdge) continue;  // a point passes a line nowhere
+    const double touch = 1e-3 * pair.distance;
     const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
     // The distance can shrink by at most twice the farthest move: a pair farther apart at
     // the start cannot meet.
@@ -376,6 +414,7 @@ double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where
   double closest = std::numeric_limits<double>::infinity();
   if (!enabled()) return closest;
   each_near_pair(x, x, 0.0, distance_, [&](SelfContactPair pair) {
+    if (pair.distance < distance_) return;  // neighbours: they keep what they have
     const std::array<Vec3, 4> a = corners(x, pair.v);
     pair.side = side_of(pair, a);
     const Nearest at = nearest(pair, a);
@@ -392,7 +431,7 @@ SelfContactTerms SelfContact::terms(const SelfContactPair& pair, const std::arra
                                     const std::array<Vec3, 4>& v, double g_ref) const {
   SelfContactTerms out;
   const Nearest at = nearest(pair, x);
-  if (!at.ok || at.distance >= distance_) return out;
+  if (!at.ok || at.distance >= pair.distance) return out;
   // The colliders' law, on the vector between the nearest points and its velocity: the
   // distance's derivative by vertex j is w_j n (the nearest points are where the distance
   // is least, so their own motion does not change it).
@@ -400,8 +439,8 @@ SelfContactTerms SelfContact::terms(const SelfContactPair& pair, const std::arra
   c.touching = true;
   c.normal = at.n;
   c.distance = std::max(at.distance, std::numeric_limits<double>::min());  // curvature / distance: 0
-  c.thickness = distance_;
-  c.ramp = kSelfContactRamp * distance_;
+  c.thickness = pair.distance;
+  c.ramp = kSelfContactRamp * pair.distance;
   c.friction = friction_;
   c.damper_friction = true;
   Vec3 relative = Vec3::Zero();

@@ -9,6 +9,12 @@
 // each a force stencil on four vertices. Within `distance` a pair is pushed apart along
 // the line between its nearest points by a stiff penalty, damped, with smoothed Coulomb
 // friction (SelfContact::terms), as the colliders push a mass (contact/contact.hpp).
+// Parts that share a vertex touch by construction and are left out. Parts joined by a
+// triangle's side (a vertex and the triangles around its neighbours) keep only half
+// their distance in the mesh as built, if that is less: at the full distance, a sheet
+// pressed together in its own plane (a hanging cloth's folds) met its own neighbours, and
+// one of 33^2 vertices baked 30 times slower; left out, two quads folded over their
+// shared edge passed through each other (tests/test_addon_self_collision.py).
 // Pairs that can touch within a step are listed at its start (SelfContact::pairs) for
 // vertices that end it within a margin of their predicted end; after the step,
 // continuous detection over the straight paths of the vertices (SelfContact::crossing)
@@ -35,6 +41,7 @@ struct SelfContactPair {
   // Vertex-triangle: +1 or -1, the side of the triangle's plane the point was on when the
   // pair was listed (a point pressed into the plane is pushed back to its own side).
   double side = 1.0;
+  double distance = 0.0;   // m, what the pair keeps: the distance, or less for neighbours
   double stiffness = 0.0;  // N/m, fixed for the step (SelfContact::pairs)
   double mass = 0.0;       // kg, the pair's mass along its normal (for the damping)
 };
@@ -53,9 +60,9 @@ struct SelfContactTerms {
 
 class SelfContact {
  public:
-  // Vertices are numbered 0 ... num_vertices - 1 (the caller's: a system's vertices).
-  // InputError names the offending item.
-  void set(int num_vertices, const std::vector<std::array<int, 3>>& triangles,
+  // Vertices are numbered as `built` (the caller's: a system's vertices, where they are
+  // as built). InputError names the offending item.
+  void set(const std::vector<Vec3>& built, const std::vector<std::array<int, 3>>& triangles,
            const std::vector<std::array<int, 2>>& edges, double distance, double friction);
   void clear() { *this = SelfContact(); }
   bool enabled() const { return distance_ > 0 && (!triangles_.empty() || !edges_.empty()); }
@@ -81,17 +88,25 @@ class SelfContact {
   // within the margin of the end its pairs were listed for.
   std::string crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                        const std::vector<SelfContactPair>& listed) const;
-  // The smallest distance between two parts that share no vertex at x (for the check
-  // that the distance fits the mesh at rest), and a description of where.
+  // The smallest distance between two parts at x that keep the full distance (not
+  // neighbours in the mesh), among those within the distance (for the check that it fits
+  // the mesh as built; inf if none is), and a description of where.
   double closest_parts(const std::vector<Vec3>& x, std::string& where) const;
   // Forces of pair p at positions x and velocities v of its vertices.
   SelfContactTerms terms(const SelfContactPair& p, const std::array<Vec3, 4>& x, const std::array<Vec3, 4>& v,
                          double g_ref) const;
 
  private:
+  // Whether vertices a and b are joined by a triangle's side.
+  bool neighbours(int a, int b) const;
+  // The distance pair keeps: half its distance as built, if its parts are neighbours in
+  // the mesh and that is less than the distance (0: they share a vertex, left out).
+  double pair_distance(SelfContactPair pair) const;
+  std::vector<int> neighbour_start_, neighbours_;  // across triangles' sides, CSR
+  std::vector<Vec3> built_;
   // Calls visit(pair) for every pair of parts that share no vertex and whose boxes over
   // x0 ... x1, grown by `margin`, come within `reach` of each other: the vertex-triangle
-  // pairs, then the edge pairs, then the vertex-wire pairs.
+  // pairs, then the edge pairs, then the vertex-wire pairs; pair.distance is set.
   template <class Visit>
   void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin, double reach,
                       Visit&& visit) const;

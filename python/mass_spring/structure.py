@@ -332,9 +332,17 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
 
 
 def triangles_of_faces(faces) -> np.ndarray:
-    """(T, 3) triangles of a mesh's polygons, each cut as a fan from its first corner
-    (what self-collision sees of the faces)."""
-    tris = [(f[0], f[k], f[k + 1]) for f in map(list, faces) if len(f) >= 3 for k in range(1, len(f) - 1)]
+    """(T, 3) triangles of a mesh's polygons: what self-collision sees of the faces. A quad
+    is cut both ways (four triangles): a bent quad's surface is either cut, and Blender
+    draws, renders and tests overlaps (BVH) on whichever it picks; cut one way only, a
+    ribbon's baked quads crossed on the other (tests/test_addon_self_collision.py). Larger
+    polygons are cut as a fan from their first corner."""
+    tris = []
+    for f in map(list, faces):
+        if len(f) == 4:
+            tris += [(f[0], f[1], f[2]), (f[0], f[2], f[3]), (f[0], f[1], f[3]), (f[1], f[2], f[3])]
+        elif len(f) >= 3:
+            tris += [(f[0], f[k], f[k + 1]) for k in range(1, len(f) - 1)]
     return np.array(tris, dtype=np.int64).reshape(-1, 3)
 
 

@@ -1,0 +1,139 @@
+"""Self-collision baked in real Blender (issue 37): a ribbon falling into folds on the
+floor, checked frame by frame with Blender's own BVH overlap of the baked mesh; the
+settings, the automatic distance, refusals and the command line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_addon_helpers import make_mesh_object, require_bpy, submodule
+
+bpy = require_bpy()
+from mathutils.bvhtree import BVHTree  # noqa: E402  (after the skip above)
+
+import mass_spring  # noqa: E402
+
+FLOOR = [(-3, -3, 0), (3, -3, 0), (3, 3, 0), (-3, 3, 0)]
+
+
+def make_floor():
+    floor = make_mesh_object("Floor", FLOOR, faces=[(0, 1, 2, 3)])
+    floor.modifiers.new("Collision", 'COLLISION')
+    floor.collision.thickness_outer = 0.005
+    return floor
+
+
+def make_ribbon(self_collision, frames=48):
+    """A ribbon 0.2 x 1.6 m (6 x 41 vertices, 4 cm apart) standing on end, tilted 8
+    degrees, 2 cm over the floor: it falls and folds onto itself."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    strip = mass_spring.presets.cloth(nx=6, ny=41, spacing=0.04, plane="XZ")
+    tilt = np.radians(8)
+    x = strip.positions
+    positions = np.column_stack([x[:, 0], x[:, 1] - np.sin(tilt) * x[:, 2], np.cos(tilt) * x[:, 2] + 0.02])
+    obj = make_mesh_object("Ribbon", positions, faces=strip.faces)
+    s = obj.mass_spring
+    s.enabled = True
+    s.total_mass, s.stiffness, s.shear_stiffness, s.damping = 0.3, 300.0, 30.0, 0.01
+    s.bending_rigidity = 1e-4
+    s.self_collision = self_collision
+    return obj
+
+
+def baked_frames(obj):
+    """The baked shape keys' positions, (F, N, 3) in object space."""
+    keys = [k for k in obj.data.shape_keys.key_blocks[1:]]
+    out = np.empty((len(keys), len(obj.data.vertices) * 3), dtype=np.float32)
+    for k, key in enumerate(keys):
+        key.data.foreach_get("co", out[k])
+    return out.reshape(len(keys), -1, 3)
+
+
+def intersecting_faces(obj, positions):
+    """Pairs of faces that share no vertex and intersect, by Blender's BVH overlap."""
+    polygons = [tuple(p.vertices) for p in obj.data.polygons]
+    tree = BVHTree.FromPolygons([tuple(map(float, p)) for p in positions], polygons, epsilon=0.0)
+    return [(a, b) for a, b in tree.overlap(tree) if a < b and not set(polygons[a]) & set(polygons[b])]
+
+
+def test_a_ribbon_folding_on_the_floor_never_passes_through_itself(scene):
+    bake = submodule("bake")
+    make_floor()
+    crossed = {}
+    for on in (True, False):
+        ribbon = make_ribbon(on)
+        bake.bake_object(scene, ribbon)
+        frames = baked_frames(ribbon)
+        assert frames[-1, :, 2].max() < 0.5  # it has fallen and folded
+        crossed[on] = [len(intersecting_faces(ribbon, x)) for x in frames]
+        bpy.data.objects.remove(ribbon)
+    assert sum(crossed[True]) == 0, crossed[True]
+    assert sum(crossed[False]) > 100 and sum(c > 0 for c in crossed[False]) > 10  # without: through itself
+
+
+def test_the_automatic_distance_is_a_quarter_of_the_median_edge(scene):
+    simulation = submodule("simulation")
+    mesh_arrays = submodule("mesh_arrays")
+    bake = submodule("bake")
+    ribbon = make_ribbon(True)
+    ribbon.scale = (2.0, 2.0, 2.0)  # world space: edges of 8 cm
+    bpy.context.view_layer.update()
+    arrays = mesh_arrays.mesh_to_arrays(ribbon)
+    settings = bake.simulation_settings(scene, ribbon)
+    world = simulation.transform_points(np.array(ribbon.matrix_world), arrays.local_positions)
+    assert simulation.self_collision_distance(world, arrays, settings) == pytest.approx(0.02, rel=1e-6)
+    ribbon.mass_spring.self_collision_distance = 0.005
+    settings = bake.simulation_settings(scene, ribbon)
+    assert simulation.self_collision_distance(world, arrays, settings) == pytest.approx(0.005, rel=1e-6)
+    ribbon.mass_spring.self_collision = False
+    settings = bake.simulation_settings(scene, ribbon)
+    assert simulation.self_collision_distance(world, arrays, settings) == 0.0
+
+
+def test_automatic_distance_stays_below_parts_modelled_close(scene):
+    """Two separate rows of a mesh 1 cm apart, edges 10 cm long: the automatic distance is
+    half of the 1 cm, not a quarter of 10 cm (that the mesh could not hold at rest)."""
+    simulation = submodule("simulation")
+    mesh_arrays = submodule("mesh_arrays")
+    bake = submodule("bake")
+    vertices = [(0.1 * i, 0, 1) for i in range(6)] + [(0.1 * i, 0, 1.01) for i in range(6)]
+    edges = [(i, i + 1) for i in range(5)] + [(6 + i, 7 + i) for i in range(5)]
+    obj = make_mesh_object("Rows", vertices, edges=edges)
+    obj.mass_spring.enabled = True
+    obj.mass_spring.self_collision = True
+    arrays = mesh_arrays.mesh_to_arrays(obj)
+    settings = bake.simulation_settings(scene, obj)
+    world = simulation.transform_points(np.array(obj.matrix_world), arrays.local_positions)
+    assert simulation.self_collision_distance(world, arrays, settings) == pytest.approx(0.005, rel=1e-4)
+
+
+def test_a_distance_the_mesh_cannot_hold_is_refused_and_nothing_is_written(scene):
+    bake = submodule("bake")
+    errors = submodule("errors")
+    ribbon = make_ribbon(True, frames=5)
+    # Parts that are not neighbours in the mesh (two rows of quads apart) are 8 cm apart.
+    ribbon.mass_spring.self_collision_distance = 0.09
+    with pytest.raises(errors.BakeError, match=r"self-collision distance 0\.09 m is more than the mesh can hold: "
+                                               r"vertex \d+ and triangle [\d-]+ share no vertex but are 0\.08"):
+        bake.bake_object(scene, ribbon)
+    assert ribbon.data.shape_keys is None
+
+
+def test_the_command_line_turns_self_collision_on_and_off(scene):
+    cli = submodule("cli")
+    parser = cli.build_parser()
+    obj = make_ribbon(False, frames=5)
+    args = cli.check_args(parser.parse_args(["in.blend", "--self-collision", "--self-friction", "0.5"]), parser)
+    overrides = cli.bake_overrides(scene, obj, args)
+    assert overrides["self_collision"] is True and overrides["self_collision_distance"] == 0.0
+    assert overrides["self_friction"] == 0.5
+    args = cli.check_args(parser.parse_args(["in.blend", "--self-collision", "0.004"]), parser)
+    assert cli.bake_overrides(scene, obj, args)["self_collision_distance"] == 0.004
+    args = cli.check_args(parser.parse_args(["in.blend", "--no-self-collision"]), parser)
+    assert cli.bake_overrides(scene, obj, args)["self_collision"] is False
+    for bad in (["--self-collision", "-1"], ["--self-friction", "-0.1"],
+                ["--self-collision", "0.01", "--no-self-collision"]):
+        with pytest.raises(SystemExit):
+            cli.check_args(parser.parse_args(["in.blend", *bad]), parser)
