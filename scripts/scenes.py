@@ -210,6 +210,40 @@ def falling_cloth(name="Falling Cloth", *, vertices=17, width=1.6, mass=0.3, sti
     return configure(obj, bending_model='ANGULAR', bending_rigidity=bending_rigidity, **settings)
 
 
+def falling_rope(name="Rope", *, segments=60, length=1.2, mass=0.1, stiffness=3000.0, damping=0.2,
+                 bending_rigidity=1e-5, distance=0.008, location=(0.0, 0.0, 1.21), collection=None,
+                 **settings):
+    """A rope of `segments` edges hanging straight down from `location` (its top), tilted a
+    little, nothing pinned, with self-collision at `distance`: let go just over the floor,
+    it coils and piles up."""
+    n = segments + 1
+    direction = np.array([0.05, 0.02, -1.0]) / np.linalg.norm([0.05, 0.02, -1.0])
+    positions = np.outer(np.linspace(0, length, n), direction)
+    edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
+    structure = mass_spring.Structure(positions=positions, edges=edges, total_mass=mass, stiffness=stiffness,
+                                      damping=damping)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, bending_model='ANGULAR', bending_rigidity=bending_rigidity, self_collision=True,
+                     self_collision_distance=distance, **settings)
+
+
+def folding_ribbon(name="Ribbon", *, columns=6, rows=41, spacing=0.04, mass=0.3, stiffness=300.0,
+                   bending_rigidity=1e-4, damping=0.01, tilt=8.0, location=(0.0, 0.0, 0.02), collection=None,
+                   **settings):
+    """A ribbon of quads standing on end in the XZ plane (`columns` x `rows` vertices,
+    `spacing` apart), tilted `tilt` degrees, with angular bending and self-collision at
+    the automatic distance: let go over the floor, it falls and folds onto itself."""
+    strip = presets.cloth(columns, rows, spacing=spacing, plane="XZ", total_mass=mass, stiffness=stiffness,
+                          shear_stiffness=0.1 * stiffness, bending_rigidity=bending_rigidity, damping=damping)
+    angle = np.radians(tilt)
+    x = strip.positions
+    strip.positions = np.column_stack([x[:, 0] - 0.5 * (columns - 1) * spacing, -np.sin(angle) * x[:, 2],
+                                       np.cos(angle) * x[:, 2]])
+    obj = structure_object(name, strip, location=location, collection=collection)
+    return configure(obj, bending_model='ANGULAR', bending_rigidity=bending_rigidity, self_collision=True,
+                     **settings)
+
+
 # The core's integrators (mass_spring.INTEGRATOR_INFO) as the add-on's enum identifiers,
 # explicit ones first, each group by order of accuracy (as scripts/validate.py plots them).
 _INTEGRATOR_INFO = sorted(mass_spring.INTEGRATOR_INFO,

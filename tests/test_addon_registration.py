@@ -20,7 +20,7 @@ ARCHITECTURE_PROPERTIES = {
     "initial_angular_velocity", "integrator", "rho_inf", "substeps", "accuracy", "use_scene_frame_range",
     "bending_model", "bending_rigidity", "bending_stiffness", "frame_start", "frame_end",
     "output", "pc2_path", "show_forces", "use_collisions", "stiffness_group", "bending_group",
-    "damping_group", "live_preview",
+    "damping_group", "live_preview", "self_collision", "self_collision_distance", "self_friction",
 }
 
 

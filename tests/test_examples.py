@@ -32,7 +32,7 @@ import _common  # noqa: E402  (after the path set-up)
 pytestmark = [pytest.mark.blender, pytest.mark.usefixtures("scene")]
 
 ALL_EXAMPLES = ("hanging_chain", "bridge", "rigid_pendulum", "double_pendulum", "spinning_top",
-                "crane", "integrators", "contact")
+                "crane", "integrators", "contact", "self_collision")
 
 
 def example(name: str):
@@ -320,6 +320,30 @@ def test_contact_chain_comes_to_rest_on_the_floor_and_cloth_stays_outside_the_ba
     center = np.array(contact.BALL["center"])
     closest = np.linalg.norm(cloth - center, axis=2).min()
     assert closest >= 0.99 * (contact.BALL["radius"] + thickness)
+
+
+# ----------------------------------------------------------------------------- self-collision
+
+def test_self_collision_rope_coils_apart_and_ribbon_folds_without_crossing():
+    """From the baked shape keys: the rope piles up on the floor with every two segments
+    that share no vertex at least half its distance apart in every frame; no two faces of
+    the ribbon that share no vertex intersect in any frame (Blender's BVH overlap)."""
+    from mathutils.bvhtree import BVHTree
+    from test_core_self_contact import closest_unrelated_segments
+    example_module = example("self_collision")
+    scene, objects, rope = bake("self_collision", 48)
+    rope_obj, ribbon_obj = objects
+    edges = np.array([e.vertices[:] for e in rope_obj.data.edges])
+    distance = float(np.float32(example_module.ROPE_DISTANCE))
+    assert rope[-1, :, 2].max() < 0.3  # it fell and piled up
+    assert min(closest_unrelated_segments(x, edges) for x in rope) >= 0.5 * distance
+    ribbon = _common.baked_positions(scene, ribbon_obj)
+    assert ribbon[-1, :, 2].max() < 0.5  # it fell and folded
+    polygons = [tuple(p.vertices) for p in ribbon_obj.data.polygons]
+    for x in ribbon:
+        tree = BVHTree.FromPolygons([tuple(map(float, p)) for p in x], polygons, epsilon=0.0)
+        crossing = [(a, b) for a, b in tree.overlap(tree) if a < b and not set(polygons[a]) & set(polygons[b])]
+        assert not crossing
 
 
 # ----------------------------------------------------------------------------- the scripts

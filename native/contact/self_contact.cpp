@@ -17,6 +17,10 @@ using Box = Eigen::AlignedBox3d;
 // corrections cut short there (System::limit_contact_corrections).
 constexpr double kSelfContactRamp = 0.1;
 
+// Parts of one face closer than this share of their size as built count as touching
+// there by construction (pair_distance).
+constexpr double kFlat = 0.1;
+
 double clamp01(double x) { return std::min(1.0, std::max(0.0, x)); }
 
 // Where a pair's two parts are nearest at positions x: the weights w (sum_j w_j x_j is
@@ -274,18 +278,24 @@ double SelfContact::pair_distance(SelfContactPair pair) const {
       joined += neighbours(pair.v[i], pair.v[j]);
     }
   if (joined == 0) return distance_;
-  // Every vertex of one part joined to every vertex of the other: parts of one face (a
-  // quad's two diagonals, which cross wherever it is flat; a corner and the triangle of
-  // the quad's other cut).
-  if (joined == split * (last - split)) return 0.0;
-  pair.side = side_of(pair, corners(built_, pair.v));
-  const Nearest built = nearest(pair, corners(built_, pair.v));
-  return built.ok ? std::min(distance_, 0.5 * std::abs(built.distance)) : 0.0;
+  const std::array<Vec3, 4> x = corners(built_, pair.v);
+  pair.side = side_of(pair, x);
+  const Nearest built = nearest(pair, x);
+  if (!built.ok) return 0.0;
+  // Every vertex of one part joined to every vertex of the other and (nearly) touching as
+  // built: a quad's two diagonals, which cross wherever it is flat. (A quad's opposite
+  // sides are joined so too, but apart: they keep their distance, or a quad folded into
+  // a bow tie let its neighbours pass through each other.)
+  double size = 0;
+  for (int i = 0; i < last; ++i)
+    for (int j = 0; j < i; ++j) size = std::max(size, (x[i] - x[j]).norm());
+  if (joined == split * (last - split) && std::abs(built.distance) < kFlat * size) return 0.0;
+  return std::min(distance_, 0.5 * std::abs(built.distance));
 }
 
-template <class Visit>
+template <class Visit, class Quick>
 void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin,
-                                 double reach, Visit&& visit) const {
+                                 double reach, Visit&& visit, Quick&& quick) const {
   auto swept = [&](std::initializer_list<int> vs) {
     Box box;
     box.setEmpty();
@@ -309,6 +319,7 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
       const auto& t = triangles_[k];
       SelfContactPair pair;
       pair.v = {p, t[0], t[1], t[2]};
+      if (!quick(pair)) return;
       pair.distance = pair_distance(pair);
       if (pair.distance > 0) visit(pair);
     });
@@ -323,6 +334,7 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
       SelfContactPair pair;
       pair.kind = SelfContactPair::kEdgeEdge;
       pair.v = {e[0], e[1], o[0], o[1]};
+      if (!quick(pair)) return;
       pair.distance = pair_distance(pair);
       if (pair.distance > 0) visit(pair);
     });
@@ -336,6 +348,7 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
       SelfContactPair pair;
       pair.kind = SelfContactPair::kPointEdge;
       pair.v = {p, e[0], e[1], e[1]};
+      if (!quick(pair)) return;
       pair.distance = pair_distance(pair);
       if (pair.distance > 0) visit(pair);
     });
@@ -352,22 +365,28 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
   for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
   std::sort(kept.begin(), kept.end());
-  each_near_pair(x0, x1, margin, distance_, [&](SelfContactPair pair) {
-    const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
-    // The distance shrinks by at most twice the farthest move of the pair's vertices
-    // relative to one of them (it does not change as the pair moves as one), each within
-    // the margin of its predicted move; the distance of the parts' boxes at x0 first (the
-    // cheap test most candidates fail).
+  // The distance shrinks by at most twice the farthest move of the pair's vertices
+  // relative to one of them (it does not change as the pair moves as one), each within
+  // the margin of its predicted move.
+  auto shrink = [&](const SelfContactPair& pair) {
     double move = 0;
-    for (int j = 1; j < 4; ++j) move = std::max(move, ((b[j] - a[j]) - (b[0] - a[0])).norm());
-    move += 2 * margin;
+    for (int j = 1; j < 4; ++j)
+      move = std::max(move, ((x1[pair.v[j]] - x0[pair.v[j]]) - (x1[pair.v[0]] - x0[pair.v[0]])).norm());
+    return 2 * (move + 2 * margin);
+  };
+  // The distance of the parts' boxes at x0 first: the cheap test most candidates fail.
+  auto quick = [&](const SelfContactPair& pair) {
     const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
     Box first, second;
     first.setEmpty();
     second.setEmpty();
-    for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(a[j]);
+    for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(x0[pair.v[j]]);
     const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
-    if (gap - 2 * move >= pair.distance) return;
+    return gap - shrink(pair) < distance_;
+  };
+  each_near_pair(x0, x1, margin, distance_, [&](SelfContactPair pair) {
+    const std::array<Vec3, 4> a = corners(x0, pair.v);
+    const double move = 0.5 * shrink(pair);
     const Nearest at = nearest(pair, a);  // side +1: the distance's size is the same
     if (!at.ok || std::abs(at.distance) - 2 * move >= pair.distance) return;
     pair.side = side_of(pair, a);
@@ -385,11 +404,11 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
                          ? found->second
                          : contact_stiffness(pair.mass, g_ref, pair.distance, springs, relative.norm());
     if (!touching) {
-      const Nearest end = nearest(pair, b);
+      const Nearest end = nearest(pair, corners(x1, pair.v));
       touching = std::abs(at.distance) < pair.distance || (end.ok && end.distance < pair.distance);
     }
     out.push_back(pair);
-  });
+  }, quick);
   return out;
 }
 
@@ -423,7 +442,7 @@ double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where
       closest = d;
       where = describe(pair);
     }
-  });
+  }, [](const SelfContactPair&) { return true; });
   return closest;
 }
 

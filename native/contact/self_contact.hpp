@@ -107,9 +107,11 @@ class SelfContact {
   // Calls visit(pair) for every pair of parts that share no vertex and whose boxes over
   // x0 ... x1, grown by `margin`, come within `reach` of each other: the vertex-triangle
   // pairs, then the edge pairs, then the vertex-wire pairs; pair.distance is set.
-  template <class Visit>
+  // quick(pair): a cheap test first, before the pair's distance is looked up (false:
+  // the pair is skipped).
+  template <class Visit, class Quick>
   void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin, double reach,
-                      Visit&& visit) const;
+                      Visit&& visit, Quick&& quick) const;
   int num_vertices_ = 0;
   std::vector<std::array<int, 3>> triangles_;
   std::vector<std::array<int, 2>> edges_;
