@@ -6,9 +6,10 @@ add-on (`bpy.ops.mass_spring.bake()`, Self Collision on, the same distance):
 
 - ribbon: a ribbon standing on end, tilted, 2 cm over a floor with Collision: it falls
   and folds onto itself on the floor;
-- sheet: the 33^2 sheet of cloth_side_by_side.py pinned at two corners, which swings
-  but never touches itself (what self-collision costs where nothing touches: ours is also
-  baked without it).
+- sheet: the 33^2 sheet of cloth_side_by_side.py pinned along one edge, which swings
+  down like a curtain without touching itself (what self-collision costs where nothing
+  touches: ours is also baked without it);
+- corners: that sheet pinned at two corners, which folds onto itself as it swings.
 
 Prints milliseconds per frame and the ratios; the numbers go to docs/performance.md. Run
 from the project's root with the project's venv (bpy as a module):
@@ -57,10 +58,10 @@ def ribbon(bpy, name, nx, ny, spacing):
     return ob
 
 
-def sheet(bpy, name, n):
+def sheet(bpy, name, n, pin):
     ob = grid_mesh(bpy, name, n, n, 1.0 / (n - 1), "XY")
     ob.location = (0, 0, 2)
-    ob.vertex_groups.new(name="Pins").add([0, n - 1], 1.0, 'REPLACE')
+    ob.vertex_groups.new(name="Pins").add([0, n - 1] if pin == "corners" else list(range(n)), 1.0, 'REPLACE')
     return ob
 
 
@@ -135,16 +136,15 @@ def main():
     label = f"ribbon {nx}x{ny} folding"
     print(f"{label:>28} {cloth * 1e3:15.1f} {ours * 1e3:14.1f} {ours / cloth:11.2f}", flush=True)
 
-    fresh(args.frames)
-    make = lambda name: sheet(bpy, name, args.sheet)  # noqa: E731
-    cloth = time_cloth(bpy, make, args.frames, args.distance)
-    ours = time_ours(bpy, make, args.frames, args.distance)
-    without = time_ours(bpy, make, args.frames, 0.0)
-    label = f"sheet {args.sheet}^2 untouched"
-    print(f"{label:>28} {cloth * 1e3:15.1f} {ours * 1e3:14.1f} {ours / cloth:11.2f}")
-    print(f"{'':>28} ours with / without self-collision: {ours / without:.2f} "
-          f"({ours * 1e3:.1f} / {without * 1e3:.1f} ms per frame)")
-
+    for pin, what in (("edge", "untouched"), ("corners", "folding")):
+        fresh(args.frames)
+        make = lambda name: sheet(bpy, name, args.sheet, pin)  # noqa: E731
+        cloth = time_cloth(bpy, make, args.frames, args.distance)
+        ours = time_ours(bpy, make, args.frames, args.distance)
+        without = time_ours(bpy, make, args.frames, 0.0)
+        label = f"sheet {args.sheet}^2 {pin} {what}"
+        print(f"{label:>28} {cloth * 1e3:15.1f} {ours * 1e3:14.1f} {ours / cloth:11.2f}   "
+              f"ours with/without self-collision {ours / without:.2f} ({without * 1e3:.1f} ms without)", flush=True)
 
 if __name__ == "__main__":
     main()
