@@ -113,7 +113,7 @@ class System {
                         const std::vector<std::array<int, 2>>& edges, double distance, double friction);
   const SelfContact& self_contact() const { return model_.self_contact; }
   // Pairs the last step listed, and steps refused because parts would pass through each
-  // other or came close unforeseen (stats).
+  // other or a step ended outside what its pairs were listed for (stats).
   int self_contact_pairs() const { return static_cast<int>(self_pairs_.size()); }
   long self_contact_refusals = 0;
 

@@ -19,8 +19,8 @@
 // vertices that end it within a margin of their predicted end; after the step,
 // continuous detection over the straight paths of the vertices (SelfContact::crossing)
 // rejects a step in which two parts passed through each other, and a step whose vertices
-// ended farther from the prediction is rejected too (System::self_crossing). Pairs that
-// share a vertex (neighbours by construction) and pairs of fixes only are left out.
+// ended farther from the prediction is rejected too (System::self_crossing). Pairs of
+// fixes only are left out.
 #pragma once
 
 #include <Eigen/Core>
@@ -99,8 +99,9 @@ class SelfContact {
  private:
   // Whether vertices a and b are joined by a triangle's side.
   bool neighbours(int a, int b) const;
-  // The distance pair keeps: half its distance as built, if its parts are neighbours in
-  // the mesh and that is less than the distance (0: they share a vertex, left out).
+  // The distance a pair keeps: half its distance as built, if its parts are neighbours in
+  // the mesh and that is less than the distance; 0 (left out) if they share a vertex, or
+  // are parts of one face that touch as built (a flat quad's diagonals).
   double pair_distance(SelfContactPair pair) const;
   std::vector<int> neighbour_start_, neighbours_;  // across triangles' sides, CSR
   std::vector<Vec3> built_;
