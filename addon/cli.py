@@ -113,9 +113,11 @@ def add_bake_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-collisions", action="store_true",
                    help="bake without the scene's Collision objects (default: every object "
                         "with Collisions on meets them)")
-    p.add_argument("--self-collision", type=float, nargs="?", const=0.0, metavar="DISTANCE",
-                   help="turn self-collision on for this bake: parts of a structure keep DISTANCE "
-                        "(m) apart (none or 0: automatic, from the edge lengths)")
+    p.add_argument("--self-collision", action="store_true",
+                   help="turn self-collision on for this bake, at each object's distance")
+    p.add_argument("--self-collision-distance", type=float, metavar="D",
+                   help="turn self-collision on for this bake, parts of a structure keeping D (m) "
+                        "apart (0: automatic, from the edge lengths)")
     p.add_argument("--no-self-collision", action="store_true",
                    help="turn self-collision off for this bake")
     p.add_argument("--self-friction", type=float, metavar="MU",
@@ -166,11 +168,11 @@ def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> arg
         parser.error(f"--accuracy must be 0 (fixed steps) or between 1e-9 and 0.5, got {args.accuracy}")
     if args.bending_rigidity is not None and not 0.0 <= args.bending_rigidity <= 1e9:
         parser.error(f"--bending-rigidity must be between 0 and 1e9, got {args.bending_rigidity}")
-    if args.self_collision is not None and args.no_self_collision:
-        parser.error("--self-collision and --no-self-collision contradict each other: give one")
-    if args.self_collision is not None and not 0.0 <= args.self_collision <= 1e9:
-        parser.error(f"--self-collision: the distance must be between 0 (automatic) and 1e9 m, got "
-                     f"{args.self_collision}")
+    if (args.self_collision or args.self_collision_distance is not None) and args.no_self_collision:
+        parser.error("--self-collision(-distance) and --no-self-collision contradict each other: give one")
+    if args.self_collision_distance is not None and not 0.0 <= args.self_collision_distance <= 1e9:
+        parser.error(f"--self-collision-distance must be between 0 (automatic) and 1e9 m, got "
+                     f"{args.self_collision_distance}")
     if args.self_friction is not None and not 0.0 <= args.self_friction <= 1000.0:
         parser.error(f"--self-friction must be between 0 and 1000, got {args.self_friction}")
     if args.substeps is not None and not 1 <= args.substeps <= MAX_SUBSTEPS:
@@ -309,8 +311,10 @@ def bake_overrides(scene, obj, args) -> dict:
             overrides[f"{quantity}_group"] = group
     if args.no_collisions:
         overrides["use_collisions"] = False
-    if args.self_collision is not None:
-        overrides.update(self_collision=True, self_collision_distance=args.self_collision)
+    if args.self_collision or args.self_collision_distance is not None:
+        overrides["self_collision"] = True
+    if args.self_collision_distance is not None:
+        overrides["self_collision_distance"] = args.self_collision_distance
     if args.no_self_collision:
         overrides["self_collision"] = False
     if args.self_friction is not None:

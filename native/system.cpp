@@ -88,6 +88,11 @@ void System<D>::changed(unsigned what) {
   if (any(kTopology)) rods_checked_q_.resize(0);
   // Rods and positions are checked against each other by the next simulate().
   if (any(kRods | kPositions | kRestore)) rods_unchecked_ = true;
+  // The self-contact pairs listed for the last step, and the stiffness they carry on.
+  if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore)) {
+    self_pairs_.clear();
+    self_touching_ = false;
+  }
   // The linear solvers' reused factors and error control's carried step size.
   if (any(kRestart | kRestore)) {
     lin_.invalidate_factor();
@@ -122,6 +127,12 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
                            const std::vector<VecD>& vel, const Names& name) {
   require_idle("add masses");
   const int n0 = num_masses(), count = static_cast<int>(mass.size());
+  // Vertices are numbered masses then fixes: new masses would renumber the fixes the
+  // self-contact's triangles and edges name (test_masses_added_after_self_contact_are_refused).
+  require(count == 0 || num_fixes() == 0 || !model_.vertices.empty() || !model_.self_contact.enabled(),
+          "add masses before set_self_contact: they would renumber the fixes its triangles and edges name "
+          "(vertices are numbered masses, then fixes). Call set_self_contact([], [], 0) first and set it "
+          "again after adding them");
   for (int k = 0; k < count; ++k) {
     auto item = [&] { return name ? name(k) : "Mass " + std::to_string(n0 + k); };
     require(std::isfinite(mass[k]) && mass[k] > 0, [&] {

@@ -125,15 +125,19 @@ def test_the_command_line_turns_self_collision_on_and_off(scene):
     cli = submodule("cli")
     parser = cli.build_parser()
     obj = make_ribbon(False, frames=5)
-    args = cli.check_args(parser.parse_args(["in.blend", "--self-collision", "--self-friction", "0.5"]), parser)
+    obj.mass_spring.self_collision_distance = 0.003
+    args = cli.check_args(parser.parse_args(["--self-collision", "in.blend", "--self-friction", "0.5"]), parser)
+    assert args.input == "in.blend"  # a flag: it takes no value from the next word
     overrides = cli.bake_overrides(scene, obj, args)
-    assert overrides["self_collision"] is True and overrides["self_collision_distance"] == 0.0
+    assert overrides["self_collision"] is True and "self_collision_distance" not in overrides
     assert overrides["self_friction"] == 0.5
-    args = cli.check_args(parser.parse_args(["in.blend", "--self-collision", "0.004"]), parser)
-    assert cli.bake_overrides(scene, obj, args)["self_collision_distance"] == 0.004
+    args = cli.check_args(parser.parse_args(["in.blend", "--self-collision-distance", "0.004"]), parser)
+    overrides = cli.bake_overrides(scene, obj, args)
+    assert overrides["self_collision"] is True and overrides["self_collision_distance"] == 0.004
     args = cli.check_args(parser.parse_args(["in.blend", "--no-self-collision"]), parser)
     assert cli.bake_overrides(scene, obj, args)["self_collision"] is False
-    for bad in (["--self-collision", "-1"], ["--self-friction", "-0.1"],
-                ["--self-collision", "0.01", "--no-self-collision"]):
+    for bad in (["--self-collision-distance", "-1"], ["--self-friction", "-0.1"],
+                ["--self-collision-distance", "0.01", "--no-self-collision"],
+                ["--self-collision", "--no-self-collision"]):
         with pytest.raises(SystemExit):
             cli.check_args(parser.parse_args(["in.blend", *bad]), parser)

@@ -185,6 +185,22 @@ def test_bad_self_contact_input_is_refused(triangles, edges, distance, friction,
                              np.asarray(edges, dtype=np.int64).reshape(-1, 2), distance, friction)
 
 
+def test_masses_added_after_self_contact_are_refused():
+    """Vertices are numbered masses, then fixes: a mass added later would renumber the
+    fixes the triangles and edges name. Refused with the way out, which works."""
+    mss = ms.MassSpringSystem3d()
+    a = mss.add(ms.Mass(1.0, [0.0, 0.0, 0.0]))
+    f = mss.add(ms.Fix([1.0, 0.0, 0.0]))
+    mss.add(ms.Spring(10.0, 1.0, (a, f)))
+    mss.set_self_contact(np.zeros((0, 3), np.int64), np.array([[0, 1]]), 0.01)
+    with pytest.raises(ValueError, match="add masses before set_self_contact"):
+        mss.add(ms.Mass(1.0, [0.0, 1.0, 0.0]))
+    mss.add(ms.Fix([2.0, 0.0, 0.0]))  # a fix is numbered last: nothing moves
+    mss.set_self_contact(np.zeros((0, 3), np.int64), np.zeros((0, 2), np.int64), 0.0)
+    mss.add(ms.Mass(1.0, [0.0, 1.0, 0.0]))
+    mss.set_self_contact(np.zeros((0, 3), np.int64), np.array([[0, 2], [1, 3]]), 0.01)
+
+
 def test_self_contact_is_for_3d_systems():
     mss = ms.from_arrays(np.array([[0, 0], [1, 0], [2, 0]], float), np.ones(3), springs=np.array([[0, 1], [1, 2]]),
                          stiffness=10.0)
@@ -285,13 +301,99 @@ def test_a_rope_dropped_across_a_pinned_net_never_passes_through_it():
     assert y[len(net) + 20, 2] > sag  # ... and lies in it, above
 
 
+def folding_sheet(n=32):
+    """A sheet of n x n vertices (1 m, 1 kg) pinned at two corners, self-collision distance
+    8 mm: it swings down and folds onto itself."""
+    from mass_spring import presets
+    cloth = presets.cloth(n, n, spacing=1.0 / (n - 1), pins=[0, n - 1], total_mass=1.0, stiffness=1000.0,
+                          damping=0.01)
+    cloth.self_collision_distance = 0.008
+    cloth.self_friction = 0.3
+    mss = ms.build_system(cloth)
+    mss.tolerance = 1e-2
+    return mss
+
+
 def test_self_contact_gives_the_same_bits_on_any_number_of_workers():
+    """Over 1000 masses (the multigrid solver, work split among the workers), pairs
+    touching and steps refused for crossing."""
     def run(threads):
         before = ms.get_num_threads()
         ms.set_num_threads(threads)
         try:
-            mss, _ = rope_pile(0.008, frames=12)
+            mss = folding_sheet()
+            mss.simulate(10 / 24, 10)
+            assert mss.stats["multigrid"] and mss.stats["self_contact_pairs"] > 1000
+            assert mss.stats["self_contact_refusals"] > 0
             return mss.vertex_positions()
         finally:
             ms.set_num_threads(before)
     assert np.array_equal(run(1), run(2))
+
+
+def test_a_restart_from_a_checkpoint_gives_the_same_bits():
+    """The pairs listed for the last step carry their stiffness on; a restart from a
+    checkpoint lists them afresh, in the run that goes on and in the restored one alike."""
+    mss, _ = rope_pile(0.008, frames=10)
+    saved = mss.checkpoint()
+    mss.simulate(1 / 24, 4)
+    first = mss.vertex_positions().copy()
+    mss.set_state(saved)
+    mss.simulate(1 / 24, 4)
+    assert np.array_equal(mss.vertex_positions(), first)
+    again, _ = rope_pile(0.008, frames=0)
+    again.set_state(saved)
+    again.simulate(1 / 24, 4)
+    assert np.array_equal(again.vertex_positions(), first)
+
+
+def warped_quad_on_the_floor(warp):
+    """A quad of 10 cm sides, one corner raised by `warp`, cut both ways into four
+    triangles as the add-on cuts quads, springs on its sides only (it can fold flat),
+    self-collision distance 1 cm; dropped from 1 mm over the floor."""
+    x = np.array([[0, 0, 0], [0.1, 0, 0], [0.1, 0.1, warp], [0, 0.1, 0]], float)
+    x[:, 2] += 0.003
+    sides = np.array([[0, 1], [1, 2], [2, 3], [3, 0]])
+    st = ms.Structure(positions=x, edges=sides, faces=[[0, 1, 2, 3]], total_mass=0.01, stiffness=100.0,
+                      damping=0.5, self_collision_distance=0.01)
+    mss = ms.build_system(st)
+    mss.set_colliders(FLOOR_V, FLOOR_T, 0.002, 0.5)
+    mss.tolerance = 1e-3
+    return mss
+
+
+@pytest.mark.parametrize("warp", [0.004, 0.04])
+def test_a_warped_quad_falls_flat_its_diagonals_left_out(warp):
+    """A quad's diagonals cross where it is flat: whether it is built flat or warped (its
+    diagonals 2 cm apart, more than twice the distance), they are left out, and the quad
+    lies flat on the floor."""
+    mss = warped_quad_on_the_floor(warp)
+    mss.simulate(1.0, 24)
+    z = mss.vertex_positions()[:, 2]
+    assert z.max() - z.min() < 1e-3, z
+
+
+def test_a_pair_nearest_at_a_fix_is_kept():
+    """A wire pinned at one end (F) swings past another pinned wire (Q-R) whose end is 1.5
+    distances from F: nearest at two fixes now, the pair is listed all the same, for the
+    free end may bring it nearer within the step."""
+    x = np.array([[-0.015, 0, 0], [-0.015, 0, 0.1], [0, 0, 0], [0.1, 0, 0]], float)
+    mss = ms.from_arrays(x, np.ones(4), fixed=[0, 1, 2], springs=np.array([[2, 3]]), stiffness=100.0,
+                         gravity=[0, 0, -G])
+    mss.set_self_contact(np.zeros((0, 3), np.int64), np.array([[0, 1], [2, 3]]), 0.01)
+    mss.simulate(1e-3, 1)
+    assert mss.stats["self_contact_pairs"] >= 1
+
+
+def test_an_explicit_integrator_halves_a_step_that_crossed():
+    """Symplectic Euler with steps that let the free wire pass through the pinned one at
+    its landing speed: those steps are halved (as implicit ones are), not the run failed."""
+    distance = 0.01
+    mss, low, up = crossing_wires(distance)
+    mss.tolerance = 0.0
+    mss.set_integrator("symplectic_euler")
+    for _ in range(12):
+        mss.simulate(1 / 24, 100)
+        assert closest_unrelated_segments(mss.vertex_positions(), low, up) >= 0.5 * distance
+    assert mss.stats["self_contact_refusals"] > 0
+    assert mss.vertex_positions()[31, 2] > mss.vertex_positions()[10, 2]  # resting on it

@@ -282,14 +282,27 @@ double SelfContact::pair_distance(SelfContactPair pair) const {
   pair.side = side_of(pair, x);
   const Nearest built = nearest(pair, x);
   if (!built.ok) return 0.0;
-  // Every vertex of one part joined to every vertex of the other and (nearly) touching as
-  // built: a quad's two diagonals, which cross wherever it is flat. (A quad's opposite
-  // sides are joined so too, but apart: they keep their distance, or a quad folded into
-  // a bow tie let its neighbours pass through each other.)
-  double size = 0;
-  for (int i = 0; i < last; ++i)
-    for (int j = 0; j < i; ++j) size = std::max(size, (x[i] - x[j]).norm());
-  if (joined == split * (last - split) && std::abs(built.distance) < kFlat * size) return 0.0;
+  const bool all_joined = joined == split * (last - split);
+  if (all_joined && pair.kind == SelfContactPair::kEdgeEdge) {
+    // Four vertices all joined to each other: a quad cut both ways (triangles_of_faces).
+    // Of its three pairs of opposite edges, the nearest as built are its diagonals, which
+    // cross where it is flat and nearly so where it is warped: left out. Its opposite
+    // sides keep their distance, or a quad folded into a bow tie let its neighbours pass
+    // through each other (tests/test_core_self_contact.py, test_a_warped_quad_*).
+    auto apart = [&](int a0, int a1, int b0, int b1) {
+      double s, t;
+      segment_parameters(x[a0], x[a1], x[b0], x[b1], s, t);
+      return ((1 - s) * x[a0] + s * x[a1] - (1 - t) * x[b0] - t * x[b1]).norm();
+    };
+    const double here = apart(0, 1, 2, 3);
+    if (here <= apart(0, 2, 1, 3) && here <= apart(0, 3, 1, 2)) return 0.0;
+  } else if (all_joined) {
+    // A point on a triangle of its own face as built (a degenerate face): touching there.
+    double size = 0;
+    for (int i = 0; i < last; ++i)
+      for (int j = 0; j < i; ++j) size = std::max(size, (x[i] - x[j]).norm());
+    if (std::abs(built.distance) < kFlat * size) return 0.0;
+  }
   return std::min(distance_, 0.5 * std::abs(built.distance));
 }
 
@@ -390,14 +403,18 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     const Nearest at = nearest(pair, a);  // side +1: the distance's size is the same
     if (!at.ok || std::abs(at.distance) - 2 * move >= pair.distance) return;
     pair.side = side_of(pair, a);
-    double inverse = 0, springs = 0;
+    double inverse = 0, springs = 0, lightest = 0;
     Vec3 relative = Vec3::Zero();
     for (int j = 0; j < 4; ++j) {
       inverse += at.w[j] * at.w[j] * inverse_mass[pair.v[j]];
+      lightest = std::max(lightest, inverse_mass[pair.v[j]]);
       springs = std::max(springs, spring_stiffness[pair.v[j]]);
       relative += at.w[j] * v0[pair.v[j]];
     }
-    if (!(inverse > 0)) return;  // fixes only
+    if (!(lightest > 0)) return;  // fixes only
+    // Nearest at a fix's end now, a free vertex's end may come nearest in the step
+    // (test_a_pair_nearest_at_a_fix_is_kept): weighed as that vertex.
+    if (!(inverse > 0)) inverse = lightest;
     pair.mass = 1 / inverse;
     const auto found = std::lower_bound(kept.begin(), kept.end(), std::make_pair(key(pair), -1.0));
     pair.stiffness = found != kept.end() && found->first == key(pair)

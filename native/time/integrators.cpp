@@ -569,7 +569,10 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
                                           : implicit_step(h, path, why);
   if (ok) require_bounded_positions();
   if (ok) return;
-  if (depth >= max_halvings || is_explicit(integrator))
+  // An explicit step fails for good unless it passed through something: a smaller one
+  // may not (test_an_explicit_integrator_halves_a_step_that_crossed).
+  const bool crossed = step_cure_ == kCrossingCure || step_cure_ == kSelfCrossingCure;
+  if (depth >= max_halvings || (is_explicit(integrator) && !crossed))
     throw SimulationError("step from t=" + fmt(state_.time) + " with h=" + fmt(h) +
                           " failed" +
                           (depth > 0 ? " after halving it " + std::to_string(depth) + " times"
