@@ -410,9 +410,14 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
 
 template <int D>
 void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangles,
-                                 const std::vector<std::array<int, 2>>& edges, double distance, double friction) {
+                                 const std::vector<std::array<int, 2>>& edges, std::vector<double> distance,
+                                 std::vector<double> friction) {
   require_idle("set self-collision");
-  require(D == 3 || distance == 0 || (triangles.empty() && edges.empty()),
+  const auto n = static_cast<std::size_t>(num_vertices());
+  if (distance.size() == 1) distance.assign(n, distance[0]);
+  if (friction.size() == 1) friction.assign(n, friction[0]);
+  const bool off = std::all_of(distance.begin(), distance.end(), [](double d) { return d == 0; });
+  require(D == 3 || off || (triangles.empty() && edges.empty()),
           "self-collision is for 3-D systems (MassSpringSystem3d); this one is 2-D");
   const FixPath<D> path = resting_path();
   const std::vector<Vec3> built = vertex_points(kinematics(state_.q, state_.v, path, state_.time));
@@ -420,14 +425,15 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
   next.set(built, triangles, edges, distance, friction);
   if constexpr (D == 3) {
     std::string where;
-    const double closest = next.closest_parts(built, where);
+    double keeps = 0;
+    const double closest = next.closest_parts(built, where, &keeps);
     auto metres = [](double x) {
       char text[32];
       std::snprintf(text, sizeof text, "%.3g m", x);
       return std::string(text);
     };
-    if (closest < distance)
-      throw InputError("the self-collision distance " + metres(distance) + " is more than the mesh can hold: " + where +
+    if (closest < keeps)
+      throw InputError("the self-collision distance " + metres(keeps) + " is more than the mesh can hold: " + where +
                        " share no vertex but are " + metres(closest) +
                        " apart as built, and would push each other apart at rest. Use a distance below " +
                        metres(closest) + ", or a finer mesh");

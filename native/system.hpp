@@ -107,10 +107,12 @@ class System {
   // ---- self-collision (3-D systems only; contact/self_contact.hpp) ----
   // Parts of the structure that share no vertex keep `distance` (m) apart: triangles and
   // edges as vertex indices (vertex()), with friction among them; distance 0 turns it
-  // off. InputError if two such parts are closer than the distance now (the mesh could
-  // not rest as built), naming them.
+  // off. Distance and friction: one value, or one per vertex (a pair keeps the largest of
+  // its vertices': SelfContact::set). InputError if two such parts are closer than their
+  // distance now (the mesh could not rest as built), naming them.
   void set_self_contact(const std::vector<std::array<int, 3>>& triangles,
-                        const std::vector<std::array<int, 2>>& edges, double distance, double friction);
+                        const std::vector<std::array<int, 2>>& edges, std::vector<double> distance,
+                        std::vector<double> friction);
   const SelfContact& self_contact() const { return model_.self_contact; }
   // Pairs the last step listed, and steps refused because parts would pass through each
   // other or a step ended outside what its pairs were listed for (stats).

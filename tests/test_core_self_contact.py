@@ -6,6 +6,8 @@ frame: ropes and wires keep their segments apart, where without self-collision t
 through each other (the ribbon folding onto itself, checked with Blender's own BVH overlap,
 is in tests/test_addon_self_collision.py).
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -397,3 +399,38 @@ def test_an_explicit_integrator_halves_a_step_that_crossed():
         assert closest_unrelated_segments(mss.vertex_positions(), low, up) >= 0.5 * distance
     assert mss.stats["self_contact_refusals"] > 0
     assert mss.vertex_positions()[31, 2] > mss.vertex_positions()[10, 2]  # resting on it
+
+
+def test_structures_built_together_collide_each_keeping_its_distance():
+    """A net (1 cm) and a rope (4 mm) as two structures in one system (build_system of a
+    list): the rope lies in the net, the two 1 cm apart (the larger distance of the two),
+    the rope's own segments 4 mm."""
+    n = 11
+    i, j = np.meshgrid(np.arange(n), np.arange(n))
+    net_x = np.column_stack([i.ravel() * 0.1 - 0.5, j.ravel() * 0.1 - 0.5, np.zeros(n * n)])
+    idx = np.arange(n * n).reshape(n, n)
+    net_edges = np.vstack([np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
+                           np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()])])
+    pinned = np.zeros(n * n, bool)
+    pinned[[0, n - 1, n * n - n, n * n - 1]] = True
+    net = ms.Structure(positions=net_x, edges=net_edges, pinned=pinned, total_mass=0.2, stiffness=2000.0,
+                       damping=0.2, self_collision_distance=0.01, self_friction=0.3)
+    line_x, line_edges = rope(60, 1.2, (-0.6, 0.03, 0.05), (1, 0.1, 0))
+    line = ms.Structure(positions=line_x, edges=line_edges, total_mass=0.1, stiffness=2000.0, damping=0.2,
+                        wire_joints=ms.wire_joints(line_edges), wire_rigidity=1e-5,
+                        self_collision_distance=0.004, self_friction=0.3)
+    mss = ms.build_system([net, line])
+    mss.tolerance = 1e-3
+    rope_edges = line_edges + n * n
+    for _ in range(24):
+        mss.simulate(1 / 24, 1)
+        y = mss.vertex_positions()
+        assert closest_unrelated_segments(y, net_edges, rope_edges) >= 0.5 * 0.01
+        assert closest_unrelated_segments(y, rope_edges) >= 0.5 * 0.004
+    y = mss.vertex_positions()
+    assert y[n * n // 2, 2] < -0.01  # the net sags under the rope ...
+    # ... which lies in it, sagging between the wires it crosses (without self-collision
+    # it falls through, 5 m in this second)
+    assert y[n * n + 30, 2] > y[:n * n, 2].min() - 0.02
+    with pytest.raises(ValueError, match="self-collision distance 0.01 m is more than the mesh can hold"):
+        ms.build_system([net, dataclasses.replace(line, positions=line_x - [0, 0, 0.045])])

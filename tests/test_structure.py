@@ -99,6 +99,36 @@ def test_a_structure_simulates_bit_for_bit_like_the_same_arrays():
     np.testing.assert_array_equal(a.vertex_velocities(), b.vertex_velocities())
 
 
+def test_structures_built_together_are_numbered_one_after_the_other():
+    """build_system([a, b]): a's vertices, springs, rods, hinges and wire joints, then b's;
+    each keeps its own stiffness, damping, pins and bending. Two structures that never
+    meet move as each does alone (fixed steps: only Newton's stopping point differs)."""
+    kite_ = kite()
+    cloth = presets.cloth(4, 3, spacing=0.2, plane="XZ", pins=[8, 11], stiffness=500.0, shear_stiffness=200.0,
+                          damping=0.02, total_mass=2.0)
+    cloth.hinges, cloth.hinge_weights = ms.hinges_of_faces(cloth.faces)
+    cloth.hinge_rigidity = 1e-3
+    cloth.positions = cloth.positions + [5.0, 0, 0]
+    rope = ms.Structure(positions=[[0, 3, 0], [0.1, 3, 0], [0.2, 3, 0.05]], edges=[[0, 1], [1, 2]],
+                        pinned=[True, False, False], total_mass=0.1, stiffness=50.0,
+                        wire_joints=[[0, 1, 2]], wire_rigidity=1e-4)
+    parts = [kite_, cloth, rope]
+    together = ms.build_system(parts)
+    alone = [ms.build_system(p) for p in parts]
+    assert len(together.masses) == sum(len(a.masses) for a in alone)
+    assert [sp.stiffness for sp in together.springs] == [sp.stiffness for a in alone for sp in a.springs]
+    assert [sp.damping for sp in together.springs] == [sp.damping for a in alone for sp in a.springs]
+    np.testing.assert_array_equal(together.fixed_vertices, [0, 1, 5 + 8, 5 + 11, 17])
+    for mss in (together, *alone):
+        mss.tolerance = 0.0
+        mss.simulate(0.5, 50)
+    moved = np.vstack([a.vertex_positions() for a in alone])
+    assert np.abs(moved - np.vstack([p.positions for p in parts])).max() > 0.05
+    np.testing.assert_allclose(together.vertex_positions(), moved, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="no structure"):
+        ms.build_system([])
+
+
 def test_velocities_and_total_mass():
     s = ms.Structure(positions=[[0, 0, 0], [1, 0, 0]], edges=[[0, 1]], total_mass=4.0,
                      stiffness=1.0, velocities=[[0, 0, 0], [0, 2.0, 0]])

@@ -228,16 +228,25 @@ void bind_arrays(SystemClass<D>& cls) {
            "turning angles in radians or None: the angles as built (the modelled shape).")
       .def(
           "set_self_contact",
-          [](S& s, const IdxArr& triangles, const IdxArr& edges, double distance, double friction) {
-            s.set_self_contact(index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"), distance,
-                               friction);
+          [](S& s, const IdxArr& triangles, const IdxArr& edges, const py::array_t<double>& distance,
+             const py::array_t<double>& friction) {
+            auto values = [](const py::array_t<double>& a, const char* what) {
+              if (a.ndim() > 1) throw InputError(std::string(what) + ": one value, or one per vertex");
+              std::vector<double> out(a.size());
+              for (py::ssize_t i = 0; i < a.size(); ++i) out[i] = a.data()[i];
+              return out;
+            };
+            s.set_self_contact(index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"),
+                               values(distance, "distance"), values(friction, "friction"));
           },
           py::arg("triangles"), py::arg("edges"), py::arg("distance"), py::arg("friction") = 0.0,
           "Self-collision: the parts of the structure that share no vertex keep `distance` (m) "
           "apart, with `friction` among them. triangles (n, 3) and edges (m, 2) are vertex "
           "indices (a mesh's faces, triangulated, and its edges; a rope or net has edges only). "
-          "distance 0 turns it off. ValueError if two parts that share no vertex are closer than "
-          "the distance as built.")
+          "distance and friction: one value, or one per vertex (structures simulated together, "
+          "each with its own; a pair keeps the largest of its vertices'). Distance 0 turns it "
+          "off. ValueError if two parts that share no vertex are closer than their distance as "
+          "built.")
       // -- checkpoint
       .def("get_state", [](const S& s) { return state_to_dict(s, s.state()); },
            "The state: a dict of numpy arrays and floats, everything set_state needs to "

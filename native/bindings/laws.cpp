@@ -146,6 +146,7 @@ void bind_laws(py::module_& m) {
         pair.stiffness = stiffness;
         pair.mass = mass;
         pair.distance = distance;
+        pair.friction = friction;
         SelfContact contact;
         contact.set({xs.begin(), xs.end()}, {}, {}, distance, friction);
         const SelfContactTerms t = contact.terms(pair, xs, vs, 9.81);

@@ -208,12 +208,22 @@ void segment_parameters(const Vec3& a0, const Vec3& a1, const Vec3& b0, const Ve
 }
 
 void SelfContact::set(const std::vector<Vec3>& built, const std::vector<std::array<int, 3>>& triangles,
-                      const std::vector<std::array<int, 2>>& edges, double distance, double friction) {
+                      const std::vector<std::array<int, 2>>& edges, const std::vector<double>& distance,
+                      const std::vector<double>& friction) {
   const int num_vertices = static_cast<int>(built.size());
-  if (!(std::isfinite(distance) && distance >= 0))
-    throw InputError("self-collision distance must be a number >= 0 (m), got " + std::to_string(distance));
-  if (!(std::isfinite(friction) && friction >= 0))
-    throw InputError("self-collision friction must be a number >= 0, got " + std::to_string(friction));
+  if (distance.size() != built.size() || friction.size() != built.size())
+    throw InputError("self-collision distance and friction: one value, or one per vertex (" +
+                     std::to_string(num_vertices) + "), got " + std::to_string(distance.size()) + " and " +
+                     std::to_string(friction.size()));
+  for (int v = 0; v < num_vertices; ++v) {
+    const std::string at = num_vertices > 1 && (distance[v] != distance[0] || friction[v] != friction[0])
+                               ? " at vertex " + std::to_string(v)
+                               : "";
+    if (!(std::isfinite(distance[v]) && distance[v] >= 0))
+      throw InputError("self-collision distance must be a number >= 0 (m), got " + std::to_string(distance[v]) + at);
+    if (!(std::isfinite(friction[v]) && friction[v] >= 0))
+      throw InputError("self-collision friction must be a number >= 0, got " + std::to_string(friction[v]) + at);
+  }
   auto check = [&](const auto& rows, const char* what) {
     for (std::size_t k = 0; k < rows.size(); ++k)
       for (std::size_t j = 0; j < rows[k].size(); ++j) {
@@ -231,14 +241,18 @@ void SelfContact::set(const std::vector<Vec3>& built, const std::vector<std::arr
   num_vertices_ = num_vertices;
   built_ = built;
   triangles_ = triangles;
-  distance_ = distance;
-  friction_ = friction;
+  vertex_distance_ = distance;
+  vertex_friction_ = friction;
   std::vector<char> used(num_vertices, 0);
   for (const auto& t : triangles) for (int v : t) used[v] = 1;
   for (const auto& e : edges) for (int v : e) used[v] = 1;
   points_.clear();
+  distance_ = 0.0;
   for (int v = 0; v < num_vertices; ++v)
-    if (used[v]) points_.push_back(v);
+    if (used[v]) {
+      points_.push_back(v);
+      distance_ = std::max(distance_, distance[v]);
+    }
   std::vector<std::array<int, 2>> sides;  // of the triangles, each sorted
   for (const auto& t : triangles)
     for (int k = 0; k < 3; ++k) sides.push_back({std::min(t[k], t[(k + 1) % 3]), std::max(t[k], t[(k + 1) % 3])});
@@ -269,6 +283,12 @@ bool SelfContact::neighbours(int a, int b) const {
                             b);
 }
 
+double SelfContact::full_distance(const SelfContactPair& pair) const {
+  double d = 0;
+  for (int v : pair.v) d = std::max(d, vertex_distance_[v]);
+  return d;
+}
+
 double SelfContact::pair_distance(SelfContactPair pair) const {
   const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1, last = pair.kind == SelfContactPair::kPointEdge ? 3 : 4;
   int joined = 0;  // pairs of the parts' vertices joined by a triangle's side
@@ -277,7 +297,7 @@ double SelfContact::pair_distance(SelfContactPair pair) const {
       if (pair.v[i] == pair.v[j]) return 0.0;
       joined += neighbours(pair.v[i], pair.v[j]);
     }
-  if (joined == 0) return distance_;
+  if (joined == 0) return full_distance(pair);
   const std::array<Vec3, 4> x = corners(built_, pair.v);
   pair.side = side_of(pair, x);
   const Nearest built = nearest(pair, x);
@@ -303,7 +323,7 @@ double SelfContact::pair_distance(SelfContactPair pair) const {
       for (int j = 0; j < i; ++j) size = std::max(size, (x[i] - x[j]).norm());
     if (std::abs(built.distance) < kFlat * size) return 0.0;
   }
-  return std::min(distance_, 0.5 * std::abs(built.distance));
+  return std::min(full_distance(pair), 0.5 * std::abs(built.distance));
 }
 
 template <class Visit, class Quick>
@@ -415,6 +435,7 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     // Nearest at a fix's end now, a free vertex's end may come nearest in the step
     // (test_a_pair_nearest_at_a_fix_is_kept): weighed as that vertex.
     if (!(inverse > 0)) inverse = lightest;
+    for (int v : pair.v) pair.friction = std::max(pair.friction, vertex_friction_[v]);
     pair.mass = 1 / inverse;
     const auto found = std::lower_bound(kept.begin(), kept.end(), std::make_pair(key(pair), -1.0));
     pair.stiffness = found != kept.end() && found->first == key(pair)
@@ -446,18 +467,21 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
   return {};
 }
 
-double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where) const {
-  double closest = std::numeric_limits<double>::infinity();
+double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps) const {
+  double closest = std::numeric_limits<double>::infinity(), tightest = closest;
   if (!enabled()) return closest;
   each_near_pair(x, x, 0.0, distance_, [&](SelfContactPair pair) {
-    if (pair.distance < distance_) return;  // neighbours: they keep what they have
+    const double full = full_distance(pair);
+    if (pair.distance < full) return;  // neighbours: they keep what they have
     const std::array<Vec3, 4> a = corners(x, pair.v);
     pair.side = side_of(pair, a);
     const Nearest at = nearest(pair, a);
     const double d = at.ok ? std::abs(at.distance) : 0.0;
-    if (d < closest) {
+    if (d / full < tightest) {
+      tightest = d / full;
       closest = d;
       where = describe(pair);
+      if (keeps) *keeps = full;
     }
   }, [](const SelfContactPair&) { return true; });
   return closest;
@@ -477,7 +501,7 @@ SelfContactTerms SelfContact::terms(const SelfContactPair& pair, const std::arra
   c.distance = std::max(at.distance, std::numeric_limits<double>::min());  // curvature / distance: 0
   c.thickness = pair.distance;
   c.ramp = kSelfContactRamp * pair.distance;
-  c.friction = friction_;
+  c.friction = pair.friction;
   c.damper_friction = true;
   Vec3 relative = Vec3::Zero();
   for (int j = 0; j < 4; ++j) relative += at.w[j] * v[j];

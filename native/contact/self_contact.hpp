@@ -42,6 +42,7 @@ struct SelfContactPair {
   // pair was listed (a point pressed into the plane is pushed back to its own side).
   double side = 1.0;
   double distance = 0.0;   // m, what the pair keeps: the distance, or less for neighbours
+  double friction = 0.0;   // Coulomb coefficient (the largest of its vertices')
   double stiffness = 0.0;  // N/m, fixed for the step (SelfContact::pairs)
   double mass = 0.0;       // kg, the pair's mass along its normal (for the damping)
 };
@@ -61,13 +62,22 @@ struct SelfContactTerms {
 class SelfContact {
  public:
   // Vertices are numbered as `built` (the caller's: a system's vertices, where they are
-  // as built). InputError names the offending item.
+  // as built). Distance and friction per vertex: a pair keeps the largest distance of its
+  // vertices, with the largest friction (structures simulated together keep each their
+  // own, and the larger between them). InputError names the offending item.
   void set(const std::vector<Vec3>& built, const std::vector<std::array<int, 3>>& triangles,
-           const std::vector<std::array<int, 2>>& edges, double distance, double friction);
+           const std::vector<std::array<int, 2>>& edges, const std::vector<double>& distance,
+           const std::vector<double>& friction);
+  // The same distance and friction at every vertex.
+  void set(const std::vector<Vec3>& built, const std::vector<std::array<int, 3>>& triangles,
+           const std::vector<std::array<int, 2>>& edges, double distance, double friction) {
+    set(built, triangles, edges, std::vector<double>(built.size(), distance),
+        std::vector<double>(built.size(), friction));
+  }
   void clear() { *this = SelfContact(); }
   bool enabled() const { return distance_ > 0 && (!triangles_.empty() || !edges_.empty()); }
+  // The largest distance of a vertex that collides.
   double distance() const { return distance_; }
-  double friction() const { return friction_; }
   int num_vertices() const { return num_vertices_; }
   const std::vector<std::array<int, 3>>& triangles() const { return triangles_; }
   // The edges that collide: the triangles' sides, then the given edges in no triangle.
@@ -88,10 +98,11 @@ class SelfContact {
   // within the margin of the end its pairs were listed for.
   std::string crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                        const std::vector<SelfContactPair>& listed) const;
-  // The smallest distance between two parts at x that keep the full distance (not
-  // neighbours in the mesh), among those within the distance (for the check that it fits
-  // the mesh as built; inf if none is), and a description of where.
-  double closest_parts(const std::vector<Vec3>& x, std::string& where) const;
+  // The distance between the two parts at x that keep their full distance (not
+  // neighbours in the mesh) and come nearest to it, relative to it, among those within the
+  // distance (for the check that it fits the mesh as built; inf if none is), a description
+  // of where, and (keeps) the distance they keep.
+  double closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps = nullptr) const;
   // Forces of pair p at positions x and velocities v of its vertices.
   SelfContactTerms terms(const SelfContactPair& p, const std::array<Vec3, 4>& x, const std::array<Vec3, 4>& v,
                          double g_ref) const;
@@ -103,6 +114,8 @@ class SelfContact {
   // the mesh and that is less than the distance; 0 (left out) if they share a vertex, or
   // are parts of one face that touch as built (a flat quad's diagonals).
   double pair_distance(SelfContactPair pair) const;
+  // The distance a pair of parts that are not neighbours keeps: the largest of its vertices'.
+  double full_distance(const SelfContactPair& pair) const;
   std::vector<int> neighbour_start_, neighbours_;  // across triangles' sides, CSR
   std::vector<Vec3> built_;
   // Calls visit(pair) for every pair of parts that share no vertex and whose boxes over
@@ -118,7 +131,8 @@ class SelfContact {
   std::vector<std::array<int, 2>> edges_;
   std::vector<int> points_;  // the vertices of the triangles and edges, once each
   std::vector<std::array<int, 2>> wires_;  // the edges in no triangle
-  double distance_ = 0.0, friction_ = 0.0;
+  std::vector<double> vertex_distance_, vertex_friction_;
+  double distance_ = 0.0;  // the largest of vertex_distance_ over the vertices that collide
 };
 
 // Nearest points of two segments: parameters s on a0-a1, t on b0-b1 (Ericson, Real-Time

@@ -274,7 +274,7 @@ def bending_pairs(faces) -> np.ndarray:
     return np.unique(pairs, axis=0)
 
 
-def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
+def build_system(structure, gravity=(0.0, 0.0, -9.81)):
     """The 3-D system of `structure`: this is where edges become springs, rods and ropes.
 
     Unmarked edges and rope edges become springs (ropes only pull) of stiffness
@@ -282,13 +282,58 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
     springs of ``shear_stiffness`` and ``bending_stiffness`` when those are positive; hinges
     and wire joints become angular bending (``HingeBending``, ``WireBending``) when their
     rigidity is positive. The weight maps scale each element by the mean of its vertices'
-    weights. With a self_collision_distance, the faces and edges collide with each other. Rest lengths and angles are the current ones.
-    Links between two pinned vertices are left out (:func:`between_pins`). Bad input
-    raises ValueError naming the vertex or edge.
+    weights. With a self_collision_distance, the faces and edges collide with each other.
+    Rest lengths and angles are the current ones. Links between two pinned vertices are
+    left out (:func:`between_pins`). Bad input raises ValueError naming the vertex or edge.
+
+    `structure` may be a list of structures: one system simulates them together, their
+    vertices numbered one after the other (the first's, then the second's, ...), their
+    springs, rods, hinges and wire joints in that order too. Those with a
+    self_collision_distance collide with themselves and with each other, each keeping its
+    own distance and friction (a pair of two keeps the larger: System.set_self_contact).
     """
     from . import from_arrays
 
-    s = structure
+    structures = [structure] if isinstance(structure, Structure) else list(structure)
+    if not structures:
+        raise ValueError("build_system: no structure given")
+    offsets = np.cumsum([0] + [s.vertex_count for s in structures])
+    parts = [_elements(s, int(o)) for s, o in zip(structures, offsets)]
+
+    def joined(name, width=None):
+        rows = [p[name] for p in parts]
+        return np.concatenate(rows) if width is None else np.concatenate(rows).reshape(-1, width)
+
+    system = from_arrays(
+        joined("positions", 3),
+        joined("masses"),
+        fixed=joined("pinned"),
+        velocities=joined("velocities", 3),
+        springs=joined("springs", 2),
+        stiffness=joined("stiffness"),
+        rest_length=None,
+        damping=joined("damping"),
+        rope=joined("rope"),
+        constraints=joined("rods", 2),
+        constraint_length=None,
+        gravity=None if gravity is None else np.asarray(gravity, dtype=np.float64),
+    )
+    if len(joined("hinges")):
+        system.add_hinges(joined("hinges", 4), joined("hinge_stiffness"))
+    colliding = [s.self_collision_distance > 0 for s in structures]
+    if any(colliding):
+        on = [p for p, c in zip(parts, colliding) if c]
+        system.set_self_contact(np.concatenate([p["triangles"] for p in on]).reshape(-1, 3),
+                                np.concatenate([p["edges"] for p in on]).reshape(-1, 2),
+                                joined("self_distance"), joined("self_friction"))
+    if len(joined("joints")):
+        system.add_wire_bendings(joined("joints", 3), joined("joint_stiffness"))
+    return system
+
+
+def _elements(s: Structure, offset: int) -> dict:
+    """The arrays build_system makes of one structure, its vertex indices moved by
+    `offset` (where its vertices start in a system of several)."""
     springs = s.spring_edges()
     rods = s.rod_edges()
     shear = s.shear_pairs[s.moving(s.shear_pairs)]
@@ -299,36 +344,40 @@ def build_system(structure: Structure, gravity=(0.0, 0.0, -9.81)):
         bending = bending[:0]
     extra = np.concatenate([shear, bending])
     edges = s.edges[springs]
-    stiffness = np.concatenate([s.stiffness * s.stiffness_scale[springs] * s.element_weights(s.stiffness_weights, edges),
-                                s.shear_stiffness * s.element_weights(s.stiffness_weights, shear),
-                                s.bending_stiffness * s.element_weights(s.bending_weights, bending)])
-    system = from_arrays(
-        s.positions,
-        s.vertex_masses(),
-        fixed=s.pinned,
-        velocities=s.velocities,
-        springs=np.concatenate([edges, extra]),
-        stiffness=stiffness,
-        rest_length=None,
-        damping=s.damping * s.element_weights(s.damping_weights, np.concatenate([edges, extra])),
-        rope=np.concatenate([s.rope[springs], np.zeros(len(extra), bool)]),
-        constraints=s.edges[rods],
-        constraint_length=None,
-        gravity=None if gravity is None else np.asarray(gravity, dtype=np.float64),
-    )
+    n = s.vertex_count
+    out = {
+        "positions": s.positions,
+        "masses": s.vertex_masses(),
+        "pinned": s.pinned,
+        "velocities": np.zeros((n, 3)) if s.velocities is None else s.velocities,
+        "springs": np.concatenate([edges, extra]) + offset,
+        "stiffness": np.concatenate([s.stiffness * s.stiffness_scale[springs] *
+                                     s.element_weights(s.stiffness_weights, edges),
+                                     s.shear_stiffness * s.element_weights(s.stiffness_weights, shear),
+                                     s.bending_stiffness * s.element_weights(s.bending_weights, bending)]),
+        "damping": s.damping * s.element_weights(s.damping_weights, np.concatenate([edges, extra])),
+        "rope": np.concatenate([s.rope[springs], np.zeros(len(extra), bool)]),
+        "rods": s.edges[rods] + offset,
+        "hinges": np.zeros((0, 4), np.int64), "hinge_stiffness": np.zeros(0),
+        "joints": np.zeros((0, 3), np.int64), "joint_stiffness": np.zeros(0),
+        "triangles": triangles_of_faces(s.faces) + offset,
+        "edges": s.edges + offset,
+        "self_distance": np.full(n, float(s.self_collision_distance)),
+        "self_friction": np.full(n, float(s.self_friction)),
+    }
     angled = hinges_with_an_angle(s.positions, s.hinges)
     if s.hinge_rigidity > 0 and angled.any():
         hinges = s.hinges[angled]
-        system.add_hinges(hinges, (s.hinge_weights * s.element_weights(s.bending_weights, s.hinges))[angled] *
-                          hinge_stiffnesses(s.positions, hinges, s.hinge_rigidity, s.pinned))
-    if s.self_collision_distance > 0:
-        system.set_self_contact(triangles_of_faces(s.faces), s.edges, s.self_collision_distance, s.self_friction)
+        out["hinges"] = hinges + offset
+        out["hinge_stiffness"] = ((s.hinge_weights * s.element_weights(s.bending_weights, s.hinges))[angled] *
+                                  hinge_stiffnesses(s.positions, hinges, s.hinge_rigidity, s.pinned))
     turning = joints_with_a_direction(s.positions, s.wire_joints)
     if s.wire_rigidity > 0 and turning.any():
         joints = s.wire_joints[turning]
-        system.add_wire_bendings(joints, s.element_weights(s.bending_weights, s.wire_joints)[turning] *
-                                 wire_stiffnesses(s.positions, joints, s.wire_rigidity, s.pinned))
-    return system
+        out["joints"] = joints + offset
+        out["joint_stiffness"] = (s.element_weights(s.bending_weights, s.wire_joints)[turning] *
+                                  wire_stiffnesses(s.positions, joints, s.wire_rigidity, s.pinned))
+    return out
 
 
 def triangles_of_faces(faces) -> np.ndarray:
