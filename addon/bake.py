@@ -24,7 +24,7 @@ from . import colliders, forces, writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
 from .properties import MAX_FRAME
-from .simulation import (FrameSimulation, SimulationSettings, simulate_world_positions,
+from .simulation import (FrameSimulation, Part, SimulationSettings, simulate_world_positions,
                          transform_points)
 
 __all__ = [
@@ -55,8 +55,10 @@ class BakeResult:
     pc2_file: str = ""  # absolute path of the written PC2 file, for PC2 output
     # One FrameReport per simulated frame: steps, iterations, energy, rod error, time.
     report: list = field(default_factory=list, repr=False)
-    # (arrays, settings, matrices, frames) the simulation ran on, for `positions`.
+    # What the simulation ran on, for `positions`: simulate_world_positions' arguments.
     simulation_inputs: tuple = field(default=(), repr=False, compare=False)
+    # (F, 4, 4) the object's world matrix at each frame.
+    matrices: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def frame_count(self) -> int:
@@ -70,9 +72,8 @@ class BakeResult:
         """(F, N, 3) world positions of the written frames, from the float32 frames and
         each frame's object matrix: cheap, for drawing and checks to about 1e-6 of the
         coordinates (`positions` re-runs the simulation for the core's float64 values)."""
-        matrices = self.simulation_inputs[2]
         return np.stack([transform_points(m, frame.astype(np.float64))
-                         for m, frame in zip(matrices, self.local_positions)])
+                         for m, frame in zip(self.matrices, self.local_positions)])
 
     @cached_property
     def positions(self) -> np.ndarray:
@@ -391,14 +392,22 @@ class BakeJob:
             # without parent or constraints the two are the same
             # (test_transform_set_by_a_script_without_update_is_used).
             self._static_matrix = np.array(obj.matrix_basis, dtype=np.float64)
+        self._plan_sampling()
+        self.finished = False
+        self._staged: dict | None = None  # what stage() wrote, until finish()
+        # Set by GroupJob: the Parts simulated with this object and this object's place
+        # among them (BakeResult.simulation_inputs).
+        self.group: tuple | None = None
+
+    def _plan_sampling(self) -> None:
+        """Whether the frames must be visited (the transform or the colliders move)."""
         moving_colliders = self.colliders is not None and self.colliders.moving
         if self._static_matrix is not None and not moving_colliders:
             self._matrices = [self._static_matrix] * len(self.frames)
             self._sampled_transforms = 0
         else:
+            self._matrices = []
             self._sampled_transforms = len(self.frames)
-        self.finished = False
-        self._staged: dict | None = None  # what stage() wrote, until finish()
 
     @property
     def collider_frames(self):
@@ -602,8 +611,9 @@ class BakeJob:
             warnings=list(self.warnings),
             pc2_file=self._staged.get("file", ""),
             report=list(self.simulation.report),
-            simulation_inputs=(self.arrays, self.settings, self.simulation.matrices, self.frames,
-                               self.collider_frames),
+            simulation_inputs=self.group or (self.arrays, self.settings, self.simulation.matrices, self.frames,
+                                             self.collider_frames),
+            matrices=self.simulation.matrices,
         )
 
     def _write_forces(self) -> dict:
@@ -626,6 +636,169 @@ class BakeJob:
         if self.obj.mass_spring.show_forces:
             forces.show(self.obj)
         return part
+
+
+class GroupJob:
+    """Objects with Self Collision on baked in one go: one simulation of them all (one
+    core system), so that they collide with each other as each with itself; each still
+    writes its own bake. Its members are BakeJobs whose simulation is their share of the
+    group's (simulation.PartFrames); finish_all writes them as any."""
+
+    def __init__(self, jobs: list[BakeJob]):
+        self.jobs = jobs
+        first = jobs[0]
+        self.scene, self.frames = first.scene, first.frames
+        self.object_name = "', '".join(job.object_name for job in jobs)
+        # The colliders they meet are the scene's but themselves: read once, by the first.
+        if first.stored_settings.use_collisions:
+            depsgraph = bpy.context.evaluated_depsgraph_get()
+            found = colliders.scene_colliders(self.scene, [job.obj for job in jobs], depsgraph)
+            first.colliders = colliders.ColliderReader(found, depsgraph) if found else None
+        for job in jobs:
+            job.simulation = None  # a live preview's is of its object alone (live.hand_over)
+            if job is not first:
+                job.colliders = None  # read by the first
+            job._plan_sampling()
+        self.simulation: FrameSimulation | None = None
+        self.started = time.perf_counter()
+        self.simulate_seconds = 0.0
+
+    @property
+    def total_work(self) -> float:
+        return sum(TRANSFORM_WEIGHT * job._sampled_transforms for job in self.jobs) + (len(self.frames) - 1)
+
+    @property
+    def work_done(self) -> float:
+        sampled = sum(min(len(job._matrices), job._sampled_transforms) for job in self.jobs)
+        return TRANSFORM_WEIGHT * sampled + self.frames_simulated
+
+    fraction = BakeJob.fraction
+    seconds_left = BakeJob.seconds_left
+
+    @property
+    def frames_simulated(self) -> int:
+        return self.simulation.frames_done - 1 if self.simulation else 0
+
+    @property
+    def current_frame(self) -> int:
+        if self.simulation is None:
+            return self.jobs[0].current_frame
+        return int(self.frames[self.simulation.frames_done - 1])
+
+    def status(self) -> str:
+        left = self.seconds_left()
+        left_text = "" if left is None else f", {left:.0f} s left"
+        phase = "reading animation" if self.simulation is None else "simulating"
+        return (f"Mass–Spring bake of '{self.object_name}' together: {100 * self.fraction:.0f}% "
+                f"({phase}, frame {self.current_frame} of {self.frames[0]}–{self.frames[-1]}"
+                f"{left_text}) — Esc to cancel")
+
+    @property
+    def simulated(self) -> bool:
+        return self.simulation is not None and self.simulation.done
+
+    def step(self, budget_seconds: float = 0.1) -> bool:
+        """Work for about `budget_seconds`; True when the simulation is complete."""
+        deadline = time.perf_counter() + budget_seconds
+        try:
+            for job in self.jobs:
+                if not job._sample_transforms(deadline):
+                    return False
+            if self.simulation is None:
+                self._start()
+            while not self.simulation.done:
+                begin = time.perf_counter()
+                self.simulation.step()
+                self.simulate_seconds += time.perf_counter() - begin
+                if time.perf_counter() > deadline:
+                    break
+        except BakeError as ex:
+            raise BakeError(f"'{self.object_name}' (baked together): {ex}") from ex
+        if self.simulation.done:
+            for job in self.jobs:
+                job.simulate_seconds = self.simulate_seconds
+        return self.simulation.done
+
+    def _start(self) -> None:
+        begin = time.perf_counter()
+        first, rest = self.jobs[0], self.jobs[1:]
+        together = [Part(job.arrays, job.settings, np.asarray(job._matrices)) for job in rest]
+        self.simulation = FrameSimulation(first.arrays, first.settings, first._matrices, self.frames,
+                                          first.collider_frames, together)
+        inputs = (first.arrays, first.settings, self.simulation.matrices, self.frames, first.collider_frames,
+                  together)
+        for index, (job, part) in enumerate(zip(self.jobs, self.simulation.parts)):
+            job.simulation = part
+            job.group = (*inputs, index)
+            job.colliders = first.colliders  # their records name the colliders met
+        self.simulate_seconds += time.perf_counter() - begin
+
+    def cancel(self) -> None:
+        for job in self.jobs:
+            job.cancel()
+        self.simulation = None
+
+
+def simulation_runs(jobs: list[BakeJob]) -> list:
+    """What to simulate for `jobs`, in their order: each job alone, but those with Self
+    Collision on as one GroupJob (they collide with each other), if they bake the same
+    frames and agree on meeting the scene's colliders; one that does not is simulated
+    alone, with a warning saying why."""
+    colliding = [job for job in jobs if job.settings.self_collision]
+    groups: dict = {}
+    for job in colliding:
+        groups.setdefault((tuple(job.frames), bool(job.stored_settings.use_collisions)), []).append(job)
+    largest = max(groups.values(), key=len, default=[])
+    for key, members in groups.items():
+        if members is largest:
+            continue
+        for job in members:
+            job.warnings.append(
+                f"'{job.object_name}' was not baked together with '{largest[0].object_name}' (it does not "
+                "collide with it): their frame ranges or Collisions settings differ")
+    runs, added = [], set()
+    for job in jobs:
+        members = next((m for m in groups.values() if job in m), [job])
+        if len(members) == 1:
+            runs.append(job)
+        elif id(members) not in added:
+            added.add(id(members))
+            runs.append(GroupJob(members))
+    return runs
+
+
+class Batch:
+    """Objects baked in one go (the Bake button with several selected, a scene's bake):
+    simulated run after run (simulation_runs), then written all or nothing (finish_all).
+    step, fraction, status and cancel as a BakeJob's."""
+
+    def __init__(self, scene, objects, overrides: dict | None = None):
+        self.jobs = [new_job(scene, obj, overrides) for obj in objects]
+        check_distinct_pc2_files(self.jobs)
+        self.runs = simulation_runs(self.jobs)
+
+    def _current(self):
+        return next((run for run in self.runs if not run.simulated), self.runs[-1])
+
+    def step(self, budget_seconds: float = 0.1) -> bool:
+        self._current().step(budget_seconds)
+        return all(run.simulated for run in self.runs)
+
+    @property
+    def fraction(self) -> float:
+        total = sum(run.total_work for run in self.runs)
+        return sum(run.work_done for run in self.runs) / total if total else 1.0
+
+    def status(self) -> str:
+        run = self._current()
+        return run.status() if len(self.runs) == 1 else f"{run.status()} [{self.runs.index(run) + 1} of {len(self.runs)}]"
+
+    def cancel(self) -> None:
+        for run in self.runs:
+            run.cancel()
+
+    def finish(self) -> list[BakeResult]:
+        return finish_all(self.jobs)
 
 
 def same_values(a, b) -> bool:
@@ -699,11 +872,10 @@ def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: floa
     finish_all (every PC2 file written before any replaces a previous one). `overrides`
     apply to every object, as in bake_object.
     """
-    jobs = [new_job(scene, o, overrides) for o in enabled_objects(scene)]
-    check_distinct_pc2_files(jobs)
-    for job in jobs:
-        run_job(job, progress=progress, should_cancel=should_cancel, budget_seconds=budget_seconds)
-    return finish_all(jobs)
+    batch = Batch(scene, enabled_objects(scene), overrides)
+    for run in batch.runs:
+        run_job(run, progress=progress, should_cancel=should_cancel, budget_seconds=budget_seconds)
+    return batch.finish()
 
 
 def finish_all(jobs: list[BakeJob], swap: writers.FileSwap | None = None) -> list[BakeResult]:

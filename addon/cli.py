@@ -481,8 +481,12 @@ def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet:
                                        "choose another PC2 File, or another file for that")
     except BakeError as ex:
         raise CommandError(one_line(ex)) from None
-    for job in jobs:
-        _simulate_one(job, quiet, interrupt)
+    try:
+        runs = bake.simulation_runs(jobs)
+    except BakeError as ex:
+        raise BakeFailed(f"bake failed: {one_line(ex)}") from None
+    for run in runs:
+        _simulate_one(run, quiet, interrupt)
     interrupt.check()
     try:
         results = bake.finish_all(jobs, swap)
@@ -538,23 +542,29 @@ def _named(name: str, ex) -> str:
     return message if message.startswith(f"'{name}'") else f"'{name}': {message}"
 
 
-def _simulate_one(job, quiet: bool, interrupt) -> None:
-    """Simulate `job` to its end (nothing written yet)."""
-    obj, settings = job.obj, job.stored_settings
-    start, end = int(job.frames[0]), int(job.frames[-1])
-    say(f"{obj.name}: {len(obj.data.vertices)} vertices, {len(obj.data.edges)} edges, "
-        f"frames {start}..{end}, {settings.integrator.lower()}, {settings.substeps} substeps")
-    progress = Progress(obj.name, quiet)
+def _simulate_one(run, quiet: bool, interrupt) -> None:
+    """Simulate `run` (a BakeJob, or a GroupJob of objects baked together) to its end
+    (nothing written yet)."""
+    members = run.jobs if isinstance(run, bake.GroupJob) else [run]
+    settings = members[0].stored_settings
+    name = ", ".join(job.object_name for job in members)
+    start, end = int(run.frames[0]), int(run.frames[-1])
+    vertices = sum(len(job.obj.data.vertices) for job in members)
+    edges = sum(len(job.obj.data.edges) for job in members)
+    together = " (baked together: they collide with each other)" if len(members) > 1 else ""
+    say(f"{name}: {vertices} vertices, {edges} edges, frames {start}..{end}, "
+        f"{settings.integrator.lower()}, {settings.substeps} substeps{together}")
+    progress = Progress(name, quiet)
     t0 = time.perf_counter()
     try:
-        bake.run_job(job, progress=progress, should_cancel=lambda: interrupt.requested)
+        bake.run_job(run, progress=progress, should_cancel=lambda: interrupt.requested)
     except BakeCancelled:
         raise KeyboardInterrupt from None
     except BakeError as ex:
-        raise BakeFailed(f"bake failed: {_named(obj.name, ex)}") from None
-    steps = bake.report_totals(job.simulation.report)["substeps"]
+        raise BakeFailed(f"bake failed: {_named(members[0].object_name, ex)}") from None
+    steps = bake.report_totals(run.simulation.report)["substeps"]
     dt = time.perf_counter() - t0
-    say(f"{obj.name}: simulated {end - start + 1} frames in {dt:.2f} s "
+    say(f"{name}: simulated {end - start + 1} frames in {dt:.2f} s "
         f"({steps / max(dt, 1e-9):,.0f} steps/s)")
 
 

@@ -23,12 +23,14 @@ def is_collider(obj) -> bool:
             and any(m.type == 'COLLISION' and m.show_viewport for m in obj.modifiers))
 
 
-def scene_colliders(scene, structure, depsgraph) -> list:
-    """The Collision objects `structure` meets: every collider the depsgraph evaluates,
-    but the structure itself (self-collision is not handled)."""
+def scene_colliders(scene, structures, depsgraph) -> list:
+    """The Collision objects `structures` (an object, or objects baked together) meet:
+    every collider the depsgraph evaluates but themselves (they meet themselves and each
+    other by self-collision)."""
     evaluated = {getattr(item, "original", None) for item in depsgraph.ids}
+    own = structures if isinstance(structures, (list, tuple)) else [structures]
     return sorted((obj for obj in scene.objects
-                   if obj is not structure and obj in evaluated and is_collider(obj)),
+                   if all(obj is not o for o in own) and obj in evaluated and is_collider(obj)),
                   key=lambda obj: obj.name)
 
 

@@ -4,7 +4,7 @@ import bmesh
 import bpy
 from bpy.props import BoolProperty, EnumProperty
 
-from .bake import BakeError, bake_object, free_bake, has_bake, new_job
+from .bake import Batch, BakeError, free_bake, has_bake, run_job
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
 from .overlay import remember_marks
 
@@ -14,6 +14,20 @@ NAVIGATION_EVENTS = {
     'TRACKPADPAN', 'TRACKPADZOOM', 'MOUSEROTATE', 'MOUSESMARTZOOM',
     'NDOF_MOTION', 'NDOF_BUTTON_MENU', 'NDOF_BUTTON_FIT',
 }
+
+
+def _report_results(operator, results) -> None:
+    for result in results:
+        _report_result(operator, result)
+
+
+def objects_to_bake(context) -> list:
+    """The active object, then the other selected mesh objects with Mass–Spring enabled:
+    baked in one go (those with Self Collision on collide with each other)."""
+    active = context.object
+    others = [obj for obj in context.selected_objects
+              if obj is not active and obj.type == 'MESH' and obj.mass_spring.enabled]
+    return [active, *sorted(others, key=lambda obj: obj.name)]
 
 
 def _report_result(operator, result) -> None:
@@ -44,7 +58,9 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
     bl_idname = "mass_spring.bake"
     bl_label = "Bake Mass–Spring"
     bl_description = ("Simulate the active object's masses, springs and rods over the frame range "
-                      "and store the motion (replaces a previous bake). Esc cancels")
+                      "and store the motion (replaces a previous bake); with other Mass–Spring "
+                      "objects selected, those too, in one go (with Self Collision on, they collide "
+                      "with each other). Esc cancels")
     bl_options = {'REGISTER', 'UNDO'}
 
     _job = None
@@ -57,18 +73,21 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
     def execute(self, context):
         """Synchronous bake (scripts, `bpy.ops.mass_spring.bake()`)."""
         try:
-            result = bake_object(context.scene, context.object)
+            batch = Batch(context.scene, objects_to_bake(context))
+            for run in batch.runs:
+                run_job(run)
+            results = batch.finish()
         except BakeError as ex:
             self.report({'ERROR'}, str(ex))
             return {'CANCELLED'}
-        _report_result(self, result)
+        _report_results(self, results)
         return {'FINISHED'}
 
     def invoke(self, context, event):
         if context.window is None or bpy.app.background:
             return self.execute(context)  # no event loop to drive a modal operator
         try:
-            self._job = new_job(context.scene, context.object)
+            self._job = Batch(context.scene, objects_to_bake(context))
         except BakeError as ex:
             self.report({'ERROR'}, str(ex))
             return {'CANCELLED'}
@@ -92,7 +111,7 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
         try:
             done = self._job.step(0.1)
             if done:
-                result = self._job.finish()
+                results = self._job.finish()
         except BakeError as ex:
             self._job.cancel()
             self._end(context)
@@ -106,7 +125,7 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
             self._show_status(context)
             return {'RUNNING_MODAL'}
         self._end(context)
-        _report_result(self, result)
+        _report_results(self, results)
         return {'FINISHED'}
 
     def cancel(self, context):

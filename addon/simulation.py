@@ -9,7 +9,7 @@ physics side testable with plain Python.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -190,18 +190,54 @@ def rigid_velocities(points: np.ndarray, origin, linear, angular) -> np.ndarray:
     return linear + np.cross(angular, points - np.asarray(origin, dtype=np.float64))
 
 
-def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world):
+def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world, together=()):
     """The core system at the first frame: the mesh as a ``mass_spring.Structure`` in world
     space, turned into springs, rods and ropes by ``mass_spring.build_system``. Returns the
-    system and the structure (which edges became springs and rods, in the core's order)."""
-    core = import_core()
-    if settings.integrator not in INTEGRATORS:
-        raise BakeError(f"unknown integrator '{settings.integrator}'")
-    if settings.substeps < 1:
-        raise BakeError(f"substeps must be at least 1, got {settings.substeps}")
-    if not settings.fps > 0:
-        raise BakeError(f"the scene's frame rate must be positive, got {settings.fps}")
+    system and the structure (which edges became springs and rods, in the core's order).
 
+    `together`: (arrays, settings, matrix_world) of other objects simulated in the same
+    system, their vertices numbered after this one's (``mass_spring.build_system`` of a
+    list); the solver takes solver_settings of them all. The structures are returned as a
+    list then, this object's first."""
+    core = import_core()
+    parts = [(arrays, settings, matrix_world), *together]
+    solver = solver_settings([part[1] for part in parts])
+    structures = [structure_of(*part) for part in parts]
+    rods = sum(int(structure.rod_edges().sum()) for structure in structures)
+    if solver.integrator in EXPLICIT_INTEGRATORS and rods:
+        raise BakeError(
+            f"{rods} edge(s) are marked rigid, and the explicit integrator "
+            f"'{solver.integrator.replace('_', ' ').title()}' cannot keep rods rigid: "
+            "choose Generalized-α, Newmark or Implicit Euler, or clear the rigid marks")
+    try:
+        mss = core.build_system(structures if together else structures[0],
+                                gravity=np.asarray(solver.gravity, dtype=np.float64))
+        mss.set_integrator(INTEGRATORS[solver.integrator], rho_inf=solver.rho_inf)
+        mss.tolerance = solver.accuracy
+    except ValueError as ex:
+        raise BakeError(f"the core refused the system: {ex}") from ex
+    return mss, (structures if together else structures[0])
+
+
+def solver_settings(settings: list) -> SimulationSettings:
+    """What the solver of objects simulated together follows: the first's integrator,
+    ρ∞, gravity and frame rate, the most substeps and the finest accuracy of them all (0,
+    fixed steps, if any asks for it)."""
+    first = settings[0]
+    for s in settings:
+        if s.integrator not in INTEGRATORS:
+            raise BakeError(f"unknown integrator '{s.integrator}'")
+        if s.substeps < 1:
+            raise BakeError(f"substeps must be at least 1, got {s.substeps}")
+    if not first.fps > 0:
+        raise BakeError(f"the scene's frame rate must be positive, got {first.fps}")
+    accuracy = min(s.accuracy for s in settings)
+    return replace(first, substeps=max(s.substeps for s in settings), accuracy=accuracy)
+
+
+def structure_of(arrays: MeshArrays, settings: SimulationSettings, matrix_world):
+    """One object's mesh as a ``mass_spring.Structure`` in world space at `matrix_world`."""
+    core = import_core()
     positions = transform_points(matrix_world, arrays.local_positions)
     origin = np.asarray(matrix_world, dtype=np.float64)[:3, 3]
     velocities = rigid_velocities(positions, origin, settings.initial_velocity,
@@ -234,18 +270,9 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
             self_collision_distance=self_collision_distance(positions, arrays, settings),
             self_friction=settings.self_friction,
         )
-        rods = int(structure.rod_edges().sum())
-        if settings.integrator in EXPLICIT_INTEGRATORS and rods:
-            raise BakeError(
-                f"{rods} edge(s) are marked rigid, and the explicit integrator "
-                f"'{settings.integrator.replace('_', ' ').title()}' cannot keep rods rigid: "
-                "choose Generalized-α, Newmark or Implicit Euler, or clear the rigid marks")
-        mss = core.build_system(structure, gravity=np.asarray(settings.gravity, dtype=np.float64))
-        mss.set_integrator(INTEGRATORS[settings.integrator], rho_inf=settings.rho_inf)
-        mss.tolerance = settings.accuracy
     except ValueError as ex:
         raise BakeError(f"the core refused the system: {ex}") from ex
-    return mss, structure
+    return structure
 
 
 # The automatic self-collision distance: this share of the median edge length, and at most
@@ -300,6 +327,55 @@ class FrameReport:
                    ms=1e3 * seconds)
 
 
+@dataclass
+class Part:
+    """An object simulated together with others (FrameSimulation's `together`): its mesh,
+    its settings and its (F, 4, 4) world matrix at every frame of the range."""
+
+    arrays: MeshArrays
+    settings: SimulationSettings
+    matrices: np.ndarray
+
+
+class PartFrames:
+    """One object's share of a simulation of several: what its bake writes, as
+    FrameSimulation has it for the first object (local_positions, rod_forces, structure,
+    world_start, matrices; the report is the whole simulation's)."""
+
+    def __init__(self, simulation: "FrameSimulation", part: Part, structure, vertices: slice, rods: slice):
+        self.simulation = simulation
+        self.arrays, self.settings = part.arrays, part.settings
+        self.matrices = np.asarray(part.matrices, dtype=np.float64)
+        self.structure = structure
+        self.vertices, self.rods = vertices, rods
+        core_matrices = self.matrices.copy()
+        core_matrices[:, :3, 3] -= simulation.origin
+        self.core_matrices = core_matrices
+        self.inverses = inverse_matrices(core_matrices)
+        frame_count = len(simulation.frames)
+        self.local_positions = np.empty((frame_count, part.arrays.vertex_count, 3), dtype=np.float32)
+        self.rod_forces = np.empty((frame_count, rods.stop - rods.start), dtype=np.float32)
+        self.world_start = None  # set by the simulation once built
+
+    @property
+    def done(self) -> bool:
+        return self.simulation.done
+
+    @property
+    def frames_done(self) -> int:
+        return self.simulation.frames_done
+
+    @property
+    def report(self) -> list:
+        return self.simulation.report
+
+    def store(self, k: int, core: np.ndarray, rod_forces: np.ndarray) -> None:
+        """Keep frame k from the core's positions and rod forces (of the whole system)."""
+        self.local_positions[k] = transform_points(self.inverses[k], core[self.vertices])
+        if self.rod_forces.shape[1]:
+            self.rod_forces[k] = rod_forces[self.rods]
+
+
 class FrameSimulation:
     """Runs the core one frame at a time, so a UI can show progress and cancel between frames.
 
@@ -310,84 +386,113 @@ class FrameSimulation:
     frame is converted when the core produces it, so the world positions of all frames
     (float64, twice the size) are never held. ``rod_forces[k]`` holds every rod's tension
     (N, + pulls) at frame k, in the core's order of the rods (``structure.rod_edges()``).
-    The core (``mss``) works in world space moved by -``origin``, the structure's start
-    centre; ``world_positions()`` and ``world_start`` are in world space.
+    The core (``mss``) works in world space moved by -``origin``, the centre of the
+    structures' start; ``world_positions()`` and ``world_start`` are in world space.
+
+    `together`: Parts simulated in the same system (they collide with this object and
+    each other when their self-collision is on); ``parts[i]`` (PartFrames) holds each
+    object's frames, ``parts[0]`` this object's (the attributes above are its).
     """
 
     def __init__(self, arrays: MeshArrays, settings: SimulationSettings, matrices, frames,
-                 colliders: ColliderFrames | None = None):
+                 colliders: ColliderFrames | None = None, together=()):
         self.arrays = arrays
         self.colliders = colliders
         self.settings = settings
         self.matrices = np.asarray(matrices, dtype=np.float64)
         self.frames = np.asarray(frames, dtype=np.int64)
+        self.together = tuple(together)
         if len(self.frames) < 2:
             raise BakeError("the frame range needs at least two frames (end after start)")
-        if self.matrices.shape != (len(self.frames), 4, 4):
-            raise ValueError("one 4×4 world matrix per frame is needed")
-        singular = np.flatnonzero(flat_transforms(self.matrices))
-        if len(singular):
-            raise BakeError(
-                f"frame {self.frames[singular[0]]}: the object's transform squashes it flat "
-                "(a scale of 0), so its vertices can't be mapped back: fix the scale animation")
-        # The core works in world space moved by -origin, the centre of the structure's
-        # bounding box at the start: translation changes no physics (gravity is uniform),
+        parts = [Part(arrays, settings, self.matrices), *self.together]
+        for part in parts:
+            if np.shape(part.matrices) != (len(self.frames), 4, 4):
+                raise ValueError("one 4×4 world matrix per frame is needed")
+            singular = np.flatnonzero(flat_transforms(part.matrices))
+            if len(singular):
+                raise BakeError(
+                    f"frame {self.frames[singular[0]]}: the object's transform squashes it flat "
+                    "(a scale of 0), so its vertices can't be mapped back: fix the scale animation")
+        # The core works in world space moved by -origin, the centre of the bounding box of
+        # the structures at the start: translation changes no physics (gravity is uniform),
         # and float64 then resolves 1e-16 of the structure's size, not of its distance
         # from the world's origin, in every tolerance of the core
         # (tests/test_addon_scale.py, test_a_far_object_bakes_the_motion_at_the_origin).
-        self.origin, self._start_size = bounding_box(
-            transform_points(self.matrices[0], arrays.local_positions))
-        self._core_matrices = self.matrices.copy()
-        self._core_matrices[:, :3, 3] -= self.origin
-        self._inverses = inverse_matrices(self._core_matrices)
-        self.mss, self.structure = build_system(arrays, settings, self._core_matrices[0])
+        self.origin, self._start_size = bounding_box(np.concatenate(
+            [transform_points(part.matrices[0], part.arrays.local_positions) for part in parts]))
+        self.solver = solver_settings([part.settings for part in parts])
+        start = [self.origin_free(part.matrices[0]) for part in parts]
+        self.mss, structures = build_system(arrays, settings, start[0],
+                                            [(p.arrays, p.settings, m) for p, m in zip(parts[1:], start[1:])])
+        structures = structures if self.together else [structures]
+        self.structure = structures[0]
+        vertex_starts = np.cumsum([0] + [part.arrays.vertex_count for part in parts])
+        rod_starts = np.cumsum([0] + [int(st.rod_edges().sum()) for st in structures])
+        self.parts = [PartFrames(self, part, st, slice(vertex_starts[i], vertex_starts[i + 1]),
+                                 slice(rod_starts[i], rod_starts[i + 1]))
+                      for i, (part, st) in enumerate(zip(parts, structures))]
         if colliders is not None:
             try:
                 colliders.apply(self.mss, 0, self.origin)
             except ValueError as ex:
                 raise BakeError(f"the core refused the colliders: {ex}") from ex
-        self.world_start = self.mss.vertex_positions() + self.origin
+        world = self.world_positions()
+        for part in self.parts:
+            part.world_start = world[part.vertices]
+        self.world_start = self.parts[0].world_start
         self.dt = 1.0 / settings.fps
         self._start_speed = float(np.linalg.norm(self.mss.vertex_velocities(), axis=1).max())
+        # The pins of every part, in the core's order (vertex order): in the object space
+        # of their part, moved by its matrix at each frame.
         pins = np.asarray(self.mss.fixed_vertices, dtype=np.int64)
-        self._pins_local = arrays.local_positions[pins]
-        frame_count = len(self.frames)
-        self.local_positions = np.empty((frame_count, arrays.vertex_count, 3), dtype=np.float32)
-        self.rod_forces = np.empty((frame_count, len(self.mss.constraints)), dtype=np.float32)
+        self._pins = []
+        for part in self.parts:
+            mine = pins[(pins >= part.vertices.start) & (pins < part.vertices.stop)] - part.vertices.start
+            self._pins.append((part, part.arrays.local_positions[mine]))
+        self.local_positions = self.parts[0].local_positions
+        self.rod_forces = self.parts[0].rod_forces
         self._store(0, self.mss.vertex_positions())
         self.frames_done = 1
         self.report: list[FrameReport] = []  # one row per simulated frame
+
+    def origin_free(self, matrix) -> np.ndarray:
+        """A world matrix moved by -origin: where the core has the object."""
+        moved = np.array(matrix, dtype=np.float64)
+        moved[:3, 3] -= self.origin
+        return moved
 
     @property
     def done(self) -> bool:
         return self.frames_done >= len(self.frames)
 
     def world_positions(self) -> np.ndarray:
-        """(N, 3) float64 world positions of the vertices now."""
+        """(N, 3) float64 world positions of the vertices now (of every part)."""
         return self.mss.vertex_positions() + self.origin
 
     def _store(self, k: int, core: np.ndarray) -> None:
         """Keep frame k from the core's positions (world space moved by -origin)."""
-        self.local_positions[k] = transform_points(self._inverses[k], core)
-        if self.rod_forces.shape[1]:
-            self.rod_forces[k] = self.mss.constraint_forces
+        rod_forces = self.mss.constraint_forces if len(self.mss.constraints) else None
+        for part in self.parts:
+            part.store(k, core, rod_forces)
 
     def step(self) -> None:
         """Advance by one frame."""
         k = self.frames_done
         frame = int(self.frames[k])
-        if len(self._pins_local):
-            self.mss.fix_positions = transform_points(self._core_matrices[k], self._pins_local)
+        pinned = [transform_points(part.core_matrices[k], local) for part, local in self._pins if len(local)]
+        if pinned:
+            self.mss.fix_positions = np.concatenate(pinned)
         if self.colliders is not None and self.colliders.moving:
             self.colliders.apply(self.mss, k, self.origin)
         before, start = self.mss.stats, time.perf_counter()
+        substeps = self.solver.substeps
         try:
-            self.mss.simulate(self.dt, self.settings.substeps)
+            self.mss.simulate(self.dt, substeps)
         except (RuntimeError, ValueError) as ex:
             # The core names a cause that no setting cures ("Likely cause: ... a flat rod
             # network"): the usual cures would mislead (test_flat_rod_plate_names_the_cause).
             cure = "" if "Likely cause:" in str(ex) else (
-                f" Likely cure: more substeps (now {self.settings.substeps}), lower stiffness "
+                f" Likely cure: more substeps (now {substeps}), lower stiffness "
                 "or mass ratios, or more numerical damping (ρ∞ below 1, or Implicit Euler)")
             raise BakeError(f"frame {frame}: the solver failed ({ex}).{cure}") from ex
         positions = self.mss.vertex_positions()
@@ -395,7 +500,7 @@ class FrameSimulation:
             raise BakeError(
                 f"frame {frame}: the simulation diverged (positions became "
                 f"{'infinite' if not np.isfinite(positions).all() else 'huge'}). Likely cure: "
-                f"more substeps (now {self.settings.substeps}), an implicit integrator "
+                f"more substeps (now {substeps}), an implicit integrator "
                 "(Generalized-α or Implicit Euler), or lower stiffness")
         self._store(k, positions)
         self.report.append(FrameReport.of(frame, self.mss, before, time.perf_counter() - start))
@@ -424,15 +529,18 @@ class FrameSimulation:
 
 
 def simulate_world_positions(arrays: MeshArrays, settings: SimulationSettings,
-                             matrices, frames, colliders: ColliderFrames | None = None) -> np.ndarray:
+                             matrices, frames, colliders: ColliderFrames | None = None,
+                             together=(), part: int = 0) -> np.ndarray:
     """(F, N, 3) float64 world positions of the same simulation as ``FrameSimulation``,
     exactly as the core computes them (the core is deterministic: the same inputs give
-    the same numbers, bit for bit). For scripts and tests that analyse the motion;
+    the same numbers, bit for bit), of its `part` (0: the object of `arrays`, i: the one
+    of together[i - 1]). For scripts and tests that analyse the motion;
     tests/test_addon_bake.py compares them with the core run directly."""
-    run = FrameSimulation(arrays, settings, matrices, frames, colliders)
-    world = np.empty((len(run.frames), arrays.vertex_count, 3))
-    world[0] = run.world_positions()
+    run = FrameSimulation(arrays, settings, matrices, frames, colliders, together)
+    vertices = run.parts[part].vertices
+    world = np.empty((len(run.frames), vertices.stop - vertices.start, 3))
+    world[0] = run.world_positions()[vertices]
     while not run.done:
         run.step()
-        world[run.frames_done - 1] = run.world_positions()
+        world[run.frames_done - 1] = run.world_positions()[vertices]
     return world

@@ -141,3 +141,103 @@ def test_the_command_line_turns_self_collision_on_and_off(scene):
                 ["--self-collision", "--no-self-collision"]):
         with pytest.raises(SystemExit):
             cli.check_args(parser.parse_args(["in.blend", *bad]), parser)
+
+
+def make_net_and_rope(rope_collides=True, frames=24):
+    """Two objects: a net of wires (11 x 11 vertices 10 cm apart, no faces) pinned at its
+    corners, and a rope (40 segments, 1.2 m) 10 cm above it, both with Self Collision on
+    at 1 cm (the rope's as asked)."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    n = 11
+    i, j = np.meshgrid(np.arange(n), np.arange(n))
+    idx = np.arange(n * n).reshape(n, n)
+    net_edges = np.vstack([np.column_stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()]),
+                           np.column_stack([idx[:-1, :].ravel(), idx[1:, :].ravel()])])
+    net = make_mesh_object("Net", np.column_stack([i.ravel() * 0.1 - 0.5, j.ravel() * 0.1 - 0.5, np.zeros(n * n)]),
+                           edges=net_edges)
+    net.vertex_groups.new(name="Pins").add([0, n - 1, n * n - n, n * n - 1], 1.0, 'REPLACE')
+    t = np.linspace(0, 1, 41)[:, None]
+    rope = make_mesh_object("Rope", (-0.6, 0.03, 0.1) + t * (1.2, 0.12, 0), edges=[(k, k + 1) for k in range(40)])
+    for obj, mass in ((net, 0.3), (rope, 0.2)):
+        s = obj.mass_spring
+        s.enabled = True
+        s.total_mass, s.stiffness, s.damping = mass, 2000.0, 0.2
+        s.self_collision, s.self_collision_distance = True, 0.01
+    net.mass_spring.pin_group = "Pins"
+    rope.mass_spring.self_collision = rope_collides
+    return net, rope, net_edges, np.array([(k, k + 1) for k in range(40)])
+
+
+def test_objects_baked_together_collide_with_each_other(scene):
+    """A rope dropped across a pinned net, the two baked in one go: it never passes
+    through the net (checked at every baked frame) and lies in it; each object writes its
+    own bake. Without the rope's self-collision the two are baked apart: it falls through."""
+    from test_core_self_contact import closest_unrelated_segments
+    bake = submodule("bake")
+    net, rope, net_edges, rope_edges = make_net_and_rope()
+    results = {r.object_name: r for r in bake.bake_scene(scene)}
+    assert set(results) == {"Net", "Rope"}
+    both = np.concatenate([results["Net"].world_positions(), results["Rope"].world_positions()], axis=1)
+    for x in both:
+        assert closest_unrelated_segments(x.astype(np.float64), net_edges, rope_edges + 121) >= 0.005
+    assert both[-1, 60, 2] < -0.01  # the net sags under the rope ...
+    assert both[-1, 121 + 20, 2] > both[-1, :121, 2].min() - 0.02  # ... which lies in it
+    for obj in (net, rope):
+        assert len(obj.data.shape_keys.key_blocks) == 1 + 24
+    # the rope's bake is its share of the simulation of both: simulated again, the same
+    exact = results["Rope"].positions
+    np.testing.assert_allclose(exact, results["Rope"].world_positions(), atol=2e-6)
+    for obj in (net, rope):
+        bake.free_bake(obj)
+    rope.mass_spring.self_collision = False
+    fell = {r.object_name: r for r in bake.bake_scene(scene)}["Rope"]
+    assert fell.world_positions()[-1, 20, 2] < -1.0  # baked alone, it fell through
+
+
+def test_the_bake_button_bakes_the_selected_objects_together(scene):
+    """Bake with the net active and the rope selected: both baked, as one simulation (the
+    same frames as the scene's bake of the two)."""
+    bake = submodule("bake")
+    net, rope, _, _ = make_net_and_rope(frames=8)
+    expected = {r.object_name: r.local_positions for r in bake.bake_scene(scene)}
+    for obj in (net, rope):
+        bake.free_bake(obj)
+    bpy.ops.object.select_all(action='DESELECT')
+    rope.select_set(True)
+    net.select_set(True)
+    bpy.context.view_layer.objects.active = net
+    assert bpy.ops.mass_spring.bake() == {'FINISHED'}
+    for obj in (net, rope):
+        np.testing.assert_array_equal(baked_frames(obj), expected[obj.name])
+
+
+def test_the_command_bakes_enabled_objects_together(scene, tmp_path, capfd):
+    """The headless command bakes every enabled object; the two with Self Collision on as
+    one simulation: the saved file, reopened, plays the rope lying in the net."""
+    from test_core_self_contact import closest_unrelated_segments
+    net, rope, net_edges, rope_edges = make_net_and_rope(frames=12)
+    path = tmp_path / "net.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    out = tmp_path / "baked.blend"
+    assert submodule("cli").execute([str(path), "--output", str(out)]) == 0
+    assert "Net, Rope: 162 vertices" in capfd.readouterr().err
+    bpy.ops.wm.open_mainfile(filepath=str(out))
+    net, rope = bpy.data.objects["Net"], bpy.data.objects["Rope"]
+    x = np.concatenate([baked_frames(net)[-1], baked_frames(rope)[-1]]).astype(np.float64)
+    assert closest_unrelated_segments(x, net_edges, rope_edges + 121) >= 0.005
+    assert x[121:, 2].min() < 0.05  # the rope has come down onto the net
+
+
+def test_a_failed_bake_of_objects_together_leaves_both_as_they_were(scene):
+    """The net's distance (20 cm) more than its own wires hold (10 cm apart): the bake of
+    the two together fails naming it, and both keep their previous bakes untouched."""
+    bake = submodule("bake")
+    net, rope, _, _ = make_net_and_rope(frames=6)
+    bake.bake_scene(scene)
+    before = {obj.name: baked_frames(obj).copy() for obj in (net, rope)}
+    net.mass_spring.self_collision_distance = 0.2
+    with pytest.raises(bake.BakeError, match=r"'Net', 'Rope' \(baked together\).*distance 0\.2 m is more than"):
+        bake.bake_scene(scene)
+    for obj in (net, rope):
+        np.testing.assert_array_equal(baked_frames(obj), before[obj.name])
