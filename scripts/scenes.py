@@ -244,6 +244,41 @@ def folding_ribbon(name="Ribbon", *, columns=6, rows=41, spacing=0.04, mass=0.3,
                      **settings)
 
 
+def pinned_net(name="Net", *, cells=8, spacing=0.1, mass=0.3, stiffness=500.0, damping=0.2, distance=0.01,
+               location=(0.0, 0.0, 0.9), collection=None, **settings):
+    """A net of wires (`cells` x `cells` squares of `spacing`, edges only) level at
+    `location` (its centre), pinned at its four corners, with self-collision at
+    `distance`: it sags, and catches what falls into it when baked together with it."""
+    n = cells + 1
+    i, j = np.meshgrid(np.arange(n), np.arange(n))
+    positions = np.column_stack([(i.ravel() - 0.5 * cells) * spacing, (j.ravel() - 0.5 * cells) * spacing,
+                                 np.zeros(n * n)])
+    grid = np.arange(n * n).reshape(n, n)
+    edges = np.vstack([np.column_stack([grid[:, :-1].ravel(), grid[:, 1:].ravel()]),
+                       np.column_stack([grid[:-1, :].ravel(), grid[1:, :].ravel()])])
+    pinned = np.zeros(n * n, bool)
+    pinned[[0, n - 1, n * n - n, n * n - 1]] = True
+    structure = mass_spring.Structure(positions=positions, edges=edges, pinned=pinned, total_mass=mass,
+                                      stiffness=stiffness, damping=damping)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, self_collision=True, self_collision_distance=distance, **settings)
+
+
+def falling_chain(name="Chain", *, links=40, length=1.0, mass=0.3, direction=(0.7, 0.6, 0.05), distance=0.01,
+                  location=(0.0, 0.0, 1.2), collection=None, **settings):
+    """A chain of `links` rigid links (rods: every edge marked Rigid), straight along
+    `direction` with its middle at `location`, nothing pinned, with self-collision at
+    `distance`: let go over a net baked with it, it falls in and drapes."""
+    n = links + 1
+    unit = np.asarray(direction, float) / np.linalg.norm(direction)
+    positions = np.outer(np.linspace(-0.5 * length, 0.5 * length, n), unit)
+    edges = np.column_stack([np.arange(n - 1), np.arange(1, n)])
+    structure = mass_spring.Structure(positions=positions, edges=edges, rigid=np.ones(n - 1, bool),
+                                      total_mass=mass)
+    obj = structure_object(name, structure, location=location, collection=collection)
+    return configure(obj, self_collision=True, self_collision_distance=distance, **settings)
+
+
 # The core's integrators (mass_spring.INTEGRATOR_INFO) as the add-on's enum identifiers,
 # explicit ones first, each group by order of accuracy (as scripts/validate.py plots them).
 _INTEGRATOR_INFO = sorted(mass_spring.INTEGRATOR_INFO,

@@ -327,12 +327,14 @@ def test_contact_chain_comes_to_rest_on_the_floor_and_cloth_stays_outside_the_ba
 def test_self_collision_rope_coils_apart_and_ribbon_folds_without_crossing():
     """From the baked shape keys: the rope piles up on the floor with every two segments
     that share no vertex at least half its distance apart in every frame; no two faces of
-    the ribbon that share no vertex intersect in any frame (Blender's BVH overlap)."""
+    the ribbon that share no vertex intersect in any frame (Blender's BVH overlap); the
+    chain, baked with the net, keeps half their distance from its wires in every frame and
+    hangs in it."""
     from mathutils.bvhtree import BVHTree
     from test_core_self_contact import closest_unrelated_segments
     example_module = example("self_collision")
     scene, objects, rope = bake("self_collision", 48)
-    rope_obj, ribbon_obj = objects
+    rope_obj, ribbon_obj, net_obj, chain_obj = objects
     edges = np.array([e.vertices[:] for e in rope_obj.data.edges])
     distance = float(np.float32(example_module.ROPE_DISTANCE))
     assert rope[-1, :, 2].max() < 0.3  # it fell and piled up
@@ -344,6 +346,12 @@ def test_self_collision_rope_coils_apart_and_ribbon_folds_without_crossing():
         tree = BVHTree.FromPolygons([tuple(map(float, p)) for p in x], polygons, epsilon=0.0)
         crossing = [(a, b) for a, b in tree.overlap(tree) if a < b and not set(polygons[a]) & set(polygons[b])]
         assert not crossing
+    net, chain = (_common.baked_positions(scene, obj) for obj in (net_obj, chain_obj))
+    net_edges, chain_edges = (np.array([e.vertices[:] for e in obj.data.edges]) for obj in (net_obj, chain_obj))
+    both = np.concatenate([net, chain], axis=1)
+    apart = float(np.float32(example_module.NET_DISTANCE))
+    assert min(closest_unrelated_segments(x, net_edges, chain_edges + len(net[0])) for x in both) >= 0.5 * apart
+    assert chain[-1, :, 2].max() > net[-1, :, 2].min()  # it hangs in the net, not on the floor
 
 
 # ----------------------------------------------------------------------------- the scripts

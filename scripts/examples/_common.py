@@ -106,18 +106,26 @@ def new_scene(frames: int, fps: int = FPS):
     return scene
 
 
-def bake_all(bake_module, scene, objects) -> dict:
-    """Bake each object with the add-on's bake function; {object name: BakeResult}."""
+def bake_all(bake_module, scene, objects, together=()) -> dict:
+    """Bake each object alone, but those named in `together` in one go, as Bake with them
+    selected does (with Self Collision on, as one simulation: they collide with each
+    other); {object name: BakeResult}. (Baked together, objects share one solver's steps:
+    unrelated ones cost each other's.)"""
+    batches = [[obj] for obj in objects if obj.name not in together]
+    batches += [[obj for obj in objects if obj.name in together]] if together else []
     results = {}
-    for obj in objects:
-        t0 = time.perf_counter()
-        result = bake_module.bake_object(scene, obj)
-        ms = obj.mass_spring
-        say(f"{obj.name}: baked frames {result.frame_start}..{result.frame_end} "
-            f"({ms.integrator.lower()}, {ms.substeps} substeps) in {time.perf_counter() - t0:.2f} s")
+    for batch in (bake_module.Batch(scene, group) for group in batches):
+        for run in batch.runs:
+            t0 = time.perf_counter()
+            bake_module.run_job(run)
+            ms = (run.jobs[0] if hasattr(run, "jobs") else run).obj.mass_spring
+            how = "baked together" if hasattr(run, "jobs") else "baked"
+            say(f"{run.object_name}: {how} frames {run.frames[0]}..{run.frames[-1]} "
+                f"({ms.integrator.lower()}, {ms.substeps} substeps) in {time.perf_counter() - t0:.2f} s")
+        results.update({result.object_name: result for result in batch.finish()})
+    for name, result in results.items():
         for warning in result.warnings:
-            say(f"{obj.name}: warning: {warning}")
-        results[obj.name] = result
+            say(f"{name}: warning: {warning}")
     return results
 
 
@@ -129,7 +137,7 @@ def build_and_bake(example, frames: int, addon: str = "repo", fps: int = FPS, **
     objects = example.build(**params)
     # New objects' matrix_world is only computed by a depsgraph update; the bake reads it.
     bpy.context.view_layer.update()
-    results = bake_all(bake_module, scene, objects)
+    results = bake_all(bake_module, scene, objects, getattr(example, "BAKED_TOGETHER", ()))
     return scene, objects, results
 
 
