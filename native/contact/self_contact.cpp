@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+
+#include "parallel/parallel_for.hpp"
 
 namespace ms {
 
@@ -20,6 +23,10 @@ constexpr double kSelfContactRamp = 0.1;
 // Parts of one face closer than this share of their size as built count as touching
 // there by construction (pair_distance).
 constexpr double kFlat = 0.1;
+
+// Listing and checking pairs go to the workers in one chunk per this many parts (or
+// pairs): a smaller loop runs faster alone than handed over.
+constexpr long kListGrain = 512;
 
 double clamp01(double x) { return std::min(1.0, std::max(0.0, x)); }
 
@@ -328,7 +335,7 @@ double SelfContact::pair_distance(SelfContactPair pair) const {
 
 template <class Visit, class Quick>
 void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin,
-                                 double reach, Visit&& visit, Quick&& quick) const {
+                                 double reach, int chunks, Visit&& visit, Quick&& quick) const {
   auto swept = [&](std::initializer_list<int> vs) {
     Box box;
     box.setEmpty();
@@ -342,24 +349,37 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
     box.max().array() += reach;
     return box;
   };
+  // Each kind's candidates in `chunks` fixed runs of its items, on the workers; slot
+  // kind * chunks + c is run c's (parallel/parallel_for.hpp).
+  auto in_chunks = [&](int kind, long items, const std::function<void(long, int)>& item) {
+    WorkerPool::shared().run(chunks, [&](int c) {
+      const long last = chunk_begin(items, chunks, c + 1);
+      for (long i = chunk_begin(items, chunks, c); i < last; ++i) item(i, kind * chunks + c);
+    });
+  };
+  auto offer = [&](SelfContactPair pair, int slot) {
+    if (!quick(pair)) return;
+    pair.distance = pair_distance(pair);
+    if (pair.distance > 0) visit(slot, pair);
+  };
   std::vector<Box> boxes(triangles_.size());
   for (std::size_t k = 0; k < triangles_.size(); ++k)
     boxes[k] = swept({triangles_[k][0], triangles_[k][1], triangles_[k][2]});
   BoxTree tree;
   tree.build(boxes);
-  for (int p : points_)
+  in_chunks(0, static_cast<long>(points_.size()), [&](long i, int slot) {
+    const int p = points_[i];
     tree.overlapping(grown(swept({p})), [&](int k) {
       const auto& t = triangles_[k];
       SelfContactPair pair;
       pair.v = {p, t[0], t[1], t[2]};
-      if (!quick(pair)) return;
-      pair.distance = pair_distance(pair);
-      if (pair.distance > 0) visit(pair);
+      offer(pair, slot);
     });
+  });
   boxes.resize(edges_.size());
   for (std::size_t k = 0; k < edges_.size(); ++k) boxes[k] = swept({edges_[k][0], edges_[k][1]});
   tree.build(boxes);
-  for (std::size_t k = 0; k < edges_.size(); ++k) {
+  in_chunks(1, static_cast<long>(edges_.size()), [&](long k, int slot) {
     const auto& e = edges_[k];
     tree.overlapping(grown(boxes[k]), [&](int other) {
       const auto& o = edges_[other];
@@ -367,24 +387,22 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
       SelfContactPair pair;
       pair.kind = SelfContactPair::kEdgeEdge;
       pair.v = {e[0], e[1], o[0], o[1]};
-      if (!quick(pair)) return;
-      pair.distance = pair_distance(pair);
-      if (pair.distance > 0) visit(pair);
+      offer(pair, slot);
     });
-  }
+  });
   boxes.resize(wires_.size());
   for (std::size_t k = 0; k < wires_.size(); ++k) boxes[k] = swept({wires_[k][0], wires_[k][1]});
   tree.build(boxes);
-  for (int p : points_)
+  in_chunks(2, static_cast<long>(points_.size()), [&](long i, int slot) {
+    const int p = points_[i];
     tree.overlapping(grown(swept({p})), [&](int k) {
       const auto& e = wires_[k];
       SelfContactPair pair;
       pair.kind = SelfContactPair::kPointEdge;
       pair.v = {p, e[0], e[1], e[1]};
-      if (!quick(pair)) return;
-      pair.distance = pair_distance(pair);
-      if (pair.distance > 0) visit(pair);
+      offer(pair, slot);
     });
+  });
 }
 
 std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
@@ -398,14 +416,15 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
   for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
   std::sort(kept.begin(), kept.end());
-  // The distance shrinks by at most twice the farthest move of the pair's vertices
-  // relative to one of them (it does not change as the pair moves as one), each within
-  // the margin of its predicted move.
+  // The distance shrinks by at most the farthest move of the pair's vertices relative to
+  // its first (it does not change as the pair moves as one), each within the margin of
+  // its predicted move: relative to the point, every point of a triangle or an edge moves
+  // no farther than its farthest corner; two edges, both of whose points move, twice that.
   auto shrink = [&](const SelfContactPair& pair) {
     double move = 0;
     for (int j = 1; j < 4; ++j)
       move = std::max(move, ((x1[pair.v[j]] - x0[pair.v[j]]) - (x1[pair.v[0]] - x0[pair.v[0]])).norm());
-    return 2 * (move + 2 * margin);
+    return (pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1) * (move + 2 * margin);
   };
   // The distance of the parts' boxes at x0 first: the cheap test most candidates fail.
   auto quick = [&](const SelfContactPair& pair) {
@@ -417,11 +436,15 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
     return gap - shrink(pair) < distance_;
   };
-  each_near_pair(x0, x1, margin, distance_, [&](SelfContactPair pair) {
+  // Listed in chunks on the workers, each into its own slot, joined in slot order: the
+  // same list on any number of workers (each_near_pair).
+  const int chunks = chunk_count(static_cast<long>(points_.size() + edges_.size()), kListGrain);
+  std::vector<std::vector<SelfContactPair>> listed(3 * chunks);
+  std::vector<char> slot_touching(3 * chunks, 0);
+  each_near_pair(x0, x1, margin, distance_, chunks, [&](int slot, SelfContactPair pair) {
     const std::array<Vec3, 4> a = corners(x0, pair.v);
-    const double move = 0.5 * shrink(pair);
     const Nearest at = nearest(pair, a);  // side +1: the distance's size is the same
-    if (!at.ok || std::abs(at.distance) - 2 * move >= pair.distance) return;
+    if (!at.ok || std::abs(at.distance) - shrink(pair) >= pair.distance) return;
     pair.side = side_of(pair, a);
     double inverse = 0, springs = 0, lightest = 0;
     Vec3 relative = Vec3::Zero();
@@ -441,36 +464,54 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     pair.stiffness = found != kept.end() && found->first == key(pair)
                          ? found->second
                          : contact_stiffness(pair.mass, g_ref, pair.distance, springs, relative.norm());
-    if (!touching) {
+    if (!slot_touching[slot]) {
       const Nearest end = nearest(pair, corners(x1, pair.v));
-      touching = std::abs(at.distance) < pair.distance || (end.ok && end.distance < pair.distance);
+      slot_touching[slot] = std::abs(at.distance) < pair.distance || (end.ok && end.distance < pair.distance);
     }
-    out.push_back(pair);
+    listed[slot].push_back(pair);
   }, quick);
+  for (int slot = 0; slot < 3 * chunks; ++slot) {
+    out.insert(out.end(), listed[slot].begin(), listed[slot].end());
+    touching = touching || slot_touching[slot];
+  }
   return out;
 }
 
 std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                                   const std::vector<SelfContactPair>& listed) const {
-  for (const SelfContactPair& pair : listed) {
-    if (pair.kind == SelfContactPair::kPointEdge) continue;  // a point passes a line nowhere
-    const double touch = 1e-3 * pair.distance;
-    const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
-    // The distance can shrink by at most twice the farthest move: a pair farther apart at
-    // the start cannot meet.
-    double move = 0;
-    for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm());
-    const Nearest start = nearest(pair, a);
-    if (start.ok && std::abs(start.distance) > 2 * move + touch) continue;
-    if (meets(pair, a, b, touch)) return describe(pair) + " pass through each other";
-  }
+  // In chunks on the workers; the first crossing pair in the list's order is named, on
+  // any number of workers.
+  const long n = static_cast<long>(listed.size());
+  const int chunks = chunk_count(n, kListGrain);
+  std::vector<long> first(chunks, -1);
+  WorkerPool::shared().run(chunks, [&](int c) {
+    const long last = chunk_begin(n, chunks, c + 1);
+    for (long k = chunk_begin(n, chunks, c); k < last; ++k) {
+      const SelfContactPair& pair = listed[k];
+      if (pair.kind == SelfContactPair::kPointEdge) continue;  // a point passes a line nowhere
+      const double touch = 1e-3 * pair.distance;
+      const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
+      // The distance can shrink by at most twice the farthest move: a pair farther apart
+      // at the start cannot meet.
+      double move = 0;
+      for (int j = 0; j < 4; ++j) move = std::max(move, (b[j] - a[j]).norm());
+      const Nearest start = nearest(pair, a);
+      if (start.ok && std::abs(start.distance) > 2 * move + touch) continue;
+      if (meets(pair, a, b, touch)) {
+        first[c] = k;
+        return;
+      }
+    }
+  });
+  for (long k : first)
+    if (k >= 0) return describe(listed[k]) + " pass through each other";
   return {};
 }
 
 double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps) const {
   double closest = std::numeric_limits<double>::infinity(), tightest = closest;
   if (!enabled()) return closest;
-  each_near_pair(x, x, 0.0, distance_, [&](SelfContactPair pair) {
+  each_near_pair(x, x, 0.0, distance_, 1, [&](int, SelfContactPair pair) {
     const double full = full_distance(pair);
     if (pair.distance < full) return;  // neighbours: they keep what they have
     const std::array<Vec3, 4> a = corners(x, pair.v);

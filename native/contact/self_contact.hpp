@@ -118,14 +118,16 @@ class SelfContact {
   double full_distance(const SelfContactPair& pair) const;
   std::vector<int> neighbour_start_, neighbours_;  // across triangles' sides, CSR
   std::vector<Vec3> built_;
-  // Calls visit(pair) for every pair of parts that share no vertex and whose boxes over
-  // x0 ... x1, grown by `margin`, come within `reach` of each other: the vertex-triangle
-  // pairs, then the edge pairs, then the vertex-wire pairs; pair.distance is set.
-  // quick(pair): a cheap test first, before the pair's distance is looked up (false:
-  // the pair is skipped).
+  // Calls visit(slot, pair) for every pair of parts that share no vertex and whose boxes
+  // over x0 ... x1, grown by `margin`, come within `reach` of each other, pair.distance
+  // set: from `chunks` runs on the workers at once, each with slots of its own, in slot
+  // order the vertex-triangle pairs, then the edge pairs, then the vertex-wire pairs
+  // (3 * chunks slots). quick(pair): a cheap test first, before the pair's distance is
+  // looked up (false: the pair is skipped). visit and quick must be safe to call from
+  // several workers at once for different slots.
   template <class Visit, class Quick>
   void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin, double reach,
-                      Visit&& visit, Quick&& quick) const;
+                      int chunks, Visit&& visit, Quick&& quick) const;
   int num_vertices_ = 0;
   std::vector<std::array<int, 3>> triangles_;
   std::vector<std::array<int, 2>> edges_;
