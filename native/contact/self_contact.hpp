@@ -82,6 +82,8 @@ class SelfContact {
   const std::vector<std::array<int, 3>>& triangles() const { return triangles_; }
   // The edges that collide: the triangles' sides, then the given edges in no triangle.
   const std::vector<std::array<int, 2>>& edges() const { return edges_; }
+  // The vertices of the triangles and edges, once each, in increasing order.
+  const std::vector<int>& points() const { return points_; }
 
   // The pairs that may come within the distance in a step whose vertices move from x0
   // to within `margin` of x1 (its predicted end; fixes have inverse_mass 0), each with the
