@@ -92,6 +92,7 @@ void System<D>::changed(unsigned what) {
   if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore)) {
     self_pairs_.clear();
     self_touching_ = false;
+    self_margins_.clear();
   }
   // The linear solvers' reused factors and error control's carried step size.
   if (any(kRestart | kRestore)) {
@@ -441,6 +442,7 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
   model_.self_contact = std::move(next);
   self_pairs_.clear();
   self_touching_ = false;
+  self_margins_.clear();
   changed(kColliders);  // the energy at stake changed
 }
 

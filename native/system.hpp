@@ -347,16 +347,22 @@ class System {
   // the thickness (empty: nothing).
   std::string collider_crossing(const VectorXd& q0, const VectorXd& q1, double t0, double t1) const;
   // Self-contact in a step (contact/self_contact.hpp): the pairs listed at its start for
-  // vertices that end it within self_margin() of where they are predicted to (a pair
+  // vertices that end it within their margin of where they are predicted to (a pair
   // listed before keeps its stiffness: the energy stays that of the same law), and after
   // it why it cannot be kept: a vertex ended farther from the prediction (its pairs may be
   // incomplete), or two parts passed through each other.
   void list_self_pairs(double h, const FixPath<D>& path);
   std::string self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path);
-  // A quarter of the distance: on a ribbon folding onto itself a step's end strays that
-  // far from its prediction in 2 % of the steps (an eighth: 10 %), and a sheet folding
-  // onto itself lists 3/4 of the pairs of half the distance (docs/performance.md).
-  double self_margin() const { return 0.25 * model_.self_contact.distance(); }
+  // Each vertex's margin (self_margins_): how far its step's end may stray from the
+  // prediction. It follows the vertex's own strays, twice the last, between a sixteenth
+  // and a quarter of the distance, and shrinks by a fifth a step: a quarter everywhere
+  // listed 4 times the pairs of an eighth on a sheet swinging untouched, and an eighth
+  // everywhere had 10 % of the steps of a ribbon folding onto itself refused
+  // (docs/performance.md). Starts at an eighth.
+  static constexpr double kMarginLeast = 0.125, kMarginMost = 0.25, kMarginStart = 0.125,
+                          kMarginKept = 0.9;
+  std::vector<double> self_margins_;  // m, per vertex (empty: kMarginStart of the distance)
+  const std::vector<double>& self_margins();
   std::vector<Vec3> vertex_points(const Kinematics& kin) const;
   std::vector<SelfContactPair> self_pairs_;
   std::vector<Vec3> self_predicted_;  // where the pairs were listed for (list_self_pairs)

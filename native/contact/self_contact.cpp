@@ -334,14 +334,19 @@ double SelfContact::pair_distance(SelfContactPair pair) const {
 }
 
 template <class Visit, class Quick>
-void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin,
-                                 double reach, int chunks, Visit&& visit, Quick&& quick) const {
+void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                 const std::vector<double>* margin, double reach, int chunks, Visit&& visit,
+                                 Quick&& quick) const {
   auto swept = [&](std::initializer_list<int> vs) {
     Box box;
     box.setEmpty();
-    for (int v : vs) box.extend(x0[v]).extend(x1[v]);
-    box.min().array() -= margin;
-    box.max().array() += margin;
+    double grow = 0;
+    for (int v : vs) {
+      box.extend(x0[v]).extend(x1[v]);
+      if (margin) grow = std::max(grow, (*margin)[v]);
+    }
+    box.min().array() -= grow;
+    box.max().array() += grow;
     return box;
   };
   auto grown = [&](Box box) {
@@ -406,7 +411,7 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
 }
 
 std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                                                double margin, const std::vector<Vec3>& v0,
+                                                const std::vector<double>& margin, const std::vector<Vec3>& v0,
                                                 const std::vector<double>& inverse_mass,
                                                 const std::vector<double>& spring_stiffness, double g_ref,
                                                 const std::vector<SelfContactPair>& previous, bool& touching) const {
@@ -423,8 +428,9 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   auto shrink = [&](const SelfContactPair& pair) {
     double move = 0;
     for (int j = 1; j < 4; ++j)
-      move = std::max(move, ((x1[pair.v[j]] - x0[pair.v[j]]) - (x1[pair.v[0]] - x0[pair.v[0]])).norm());
-    return (pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1) * (move + 2 * margin);
+      move = std::max(move, ((x1[pair.v[j]] - x0[pair.v[j]]) - (x1[pair.v[0]] - x0[pair.v[0]])).norm() +
+                                margin[pair.v[j]]);
+    return (pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1) * (move + margin[pair.v[0]]);
   };
   // The distance of the parts' boxes at x0 first: the cheap test most candidates fail.
   auto quick = [&](const SelfContactPair& pair) {
@@ -441,7 +447,7 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   const int chunks = chunk_count(static_cast<long>(points_.size() + edges_.size()), kListGrain);
   std::vector<std::vector<SelfContactPair>> listed(3 * chunks);
   std::vector<char> slot_touching(3 * chunks, 0);
-  each_near_pair(x0, x1, margin, distance_, chunks, [&](int slot, SelfContactPair pair) {
+  each_near_pair(x0, x1, &margin, distance_, chunks, [&](int slot, SelfContactPair pair) {
     const std::array<Vec3, 4> a = corners(x0, pair.v);
     const Nearest at = nearest(pair, a);  // side +1: the distance's size is the same
     if (!at.ok || std::abs(at.distance) - shrink(pair) >= pair.distance) return;
@@ -511,7 +517,7 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
 double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps) const {
   double closest = std::numeric_limits<double>::infinity(), tightest = closest;
   if (!enabled()) return closest;
-  each_near_pair(x, x, 0.0, distance_, 1, [&](int, SelfContactPair pair) {
+  each_near_pair(x, x, nullptr, distance_, 1, [&](int, SelfContactPair pair) {
     const double full = full_distance(pair);
     if (pair.distance < full) return;  // neighbours: they keep what they have
     const std::array<Vec3, 4> a = corners(x, pair.v);

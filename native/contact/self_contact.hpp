@@ -86,12 +86,13 @@ class SelfContact {
   const std::vector<int>& points() const { return points_; }
 
   // The pairs that may come within the distance in a step whose vertices move from x0
-  // to within `margin` of x1 (its predicted end; fixes have inverse_mass 0), each with the
+  // to within their `margin` of x1 (its predicted end; fixes have inverse_mass 0), each with the
   // colliders' stiffness (contact_stiffness: for the weight of its vertices, their speed
   // toward each other and the stiffest spring at them); a pair also in `previous` keeps
   // its stiffness there, so that its energy stays that of one law while it stays listed.
   // `touching`: whether a pair is within the distance at x0 or x1.
-  std::vector<SelfContactPair> pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin,
+  std::vector<SelfContactPair> pairs(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                     const std::vector<double>& margin,
                                      const std::vector<Vec3>& v0, const std::vector<double>& inverse_mass,
                                      const std::vector<double>& spring_stiffness, double g_ref,
                                      const std::vector<SelfContactPair>& previous, bool& touching) const;
@@ -121,15 +122,15 @@ class SelfContact {
   std::vector<int> neighbour_start_, neighbours_;  // across triangles' sides, CSR
   std::vector<Vec3> built_;
   // Calls visit(slot, pair) for every pair of parts that share no vertex and whose boxes
-  // over x0 ... x1, grown by `margin`, come within `reach` of each other, pair.distance
+  // over x0 ... x1, grown by their vertices' `margin` (none: 0), come within `reach` of each other, pair.distance
   // set: from `chunks` runs on the workers at once, each with slots of its own, in slot
   // order the vertex-triangle pairs, then the edge pairs, then the vertex-wire pairs
   // (3 * chunks slots). quick(pair): a cheap test first, before the pair's distance is
   // looked up (false: the pair is skipped). visit and quick must be safe to call from
   // several workers at once for different slots.
   template <class Visit, class Quick>
-  void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, double margin, double reach,
-                      int chunks, Visit&& visit, Quick&& quick) const;
+  void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, const std::vector<double>* margin,
+                      double reach, int chunks, Visit&& visit, Quick&& quick) const;
   int num_vertices_ = 0;
   std::vector<std::array<int, 3>> triangles_;
   std::vector<std::array<int, 2>> edges_;

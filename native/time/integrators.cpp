@@ -649,10 +649,17 @@ void System<D>::list_self_pairs(double h, const FixPath<D>& path) {
       inverse_mass[i] = 1 / model_.mass[c.nr];
       springs[i] = model_.spring_stiffness_at[c.nr];
     }
-    self_pairs_ = model_.self_contact.pairs(x0, x1, self_margin(), v0, inverse_mass, springs, contact_gravity(),
+    self_pairs_ = model_.self_contact.pairs(x0, x1, self_margins(), v0, inverse_mass, springs, contact_gravity(),
                                             self_pairs_, self_touching_);
     self_predicted_ = x1;
   }
+}
+
+template <int D>
+const std::vector<double>& System<D>::self_margins() {
+  if (self_margins_.size() != static_cast<std::size_t>(num_vertices()))
+    self_margins_.assign(num_vertices(), kMarginStart * model_.self_contact.distance());
+  return self_margins_;
 }
 
 template <int D>
@@ -666,11 +673,29 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
     std::string why;
     // Only the vertices that collide: others (a structure simulated with these that has no
     // self-collision) may stray as they like (test_only_colliding_vertices_must_keep_to_the_margin).
+    // A vertex that strayed beyond its margin gets twice the stray as its margin (up to
+    // kMarginMost) for the smaller steps that follow; one that did not, twice its stray,
+    // or a fifth less than its margin if that is more.
+    std::vector<double>& margins = self_margins_;
+    self_margins();
+    const double least = kMarginLeast * model_.self_contact.distance();
+    const double most = kMarginMost * model_.self_contact.distance();
+    std::vector<double> next = margins;
     for (int i : model_.self_contact.points()) {
-      if (!why.empty()) break;
-      if ((x1[i] - self_predicted_[i]).norm() > self_margin())
-        why = "vertex " + std::to_string(i) + " ended the step " + fmt((x1[i] - self_predicted_[i]).norm()) +
-              " m from where its self-collision pairs were listed for";
+      const double stray = (x1[i] - self_predicted_[i]).norm();
+      if (stray > margins[i]) {
+        if (why.empty())
+          why = "vertex " + std::to_string(i) + " ended the step " + fmt(stray) +
+                " m from where its self-collision pairs were listed for";
+        next[i] = std::min(most, std::max(margins[i], 3 * stray));
+      } else {
+        next[i] = std::max(least, std::max(3 * stray, kMarginKept * margins[i]));
+      }
+    }
+    if (!why.empty()) {
+      for (int i : model_.self_contact.points()) margins[i] = std::max(margins[i], next[i]);
+    } else {
+      margins = next;
     }
     if (why.empty()) why = model_.self_contact.crossing(x0, x1, self_pairs_);
     if (why.empty()) return why;
