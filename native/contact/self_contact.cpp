@@ -363,6 +363,12 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
     });
   };
   auto offer = [&](SelfContactPair pair, int slot) {
+    // Parts that share a vertex are left out (pair_distance): tested first, as most
+    // candidates are parts around the same vertex.
+    const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
+    for (int i = 0; i < split; ++i)
+      for (int j = split; j < 4; ++j)
+        if (pair.v[i] == pair.v[j]) return;
     if (!quick(pair)) return;
     pair.distance = pair_distance(pair);
     if (pair.distance > 0) visit(slot, pair);
