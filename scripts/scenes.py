@@ -641,7 +641,8 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
     Left to right: a hanging chain, a rigid pendulum and a double pendulum under one beam;
     a bridge lattice between two pillars with a cloth hanging below it; a spinning ring on
     a hub; a tower crane with a load on a rope: every preset of the Add menu; a chain
-    dropped onto the floor and a cloth onto a ball (Collision objects). Returns the scene. The structures are enabled for baking; the tubes and
+    dropped onto the floor and a cloth onto a ball (Collision objects), the cloth's folds
+    kept apart by Self Collision. Returns the scene. The structures are enabled for baking; the tubes and
     balls that make their edges visible are added by `finish_demo_scene` after the bake.
     """
     scene = scene or bpy.context.scene
@@ -701,19 +702,20 @@ def build_demo_scene(scene=None, *, frame_start=DEMO_FRAMES[0], frame_end=DEMO_F
     add_box("Footing", (cx - 0.45, -0.45, -0.02), (cx + 0.45, 0.45, 0.03))
     label("crane", cx)
 
-    # Contact: a chain dropped onto the floor, a cloth onto a ball (Collision objects).
+    # Contact: a chain dropped onto the floor, a cloth onto a ball (Collision objects),
+    # whose folds keep apart (Self Collision).
     kx = 20.6
     floor = add_box("Floor", (kx - 0.9, -1.4, -0.1), (kx + 2.0, 0.8, 0.0))
     floor.hide_render = True  # the stage's floor shows it
     collider(floor)
     ball(radius=0.45, location=(kx + 1.1, 0.1, 0.45))
-    falling_cloth(vertices=13, width=1.3, location=(kx + 1.1, 0.1, 1.05), **common)
+    falling_cloth(vertices=13, width=1.3, location=(kx + 1.1, 0.1, 1.05), self_collision=True, **common)
     free_chain(links=10, length=1.0, location=(kx - 0.1, 0.6, 0.7), **common)
     label("contact", kx + 0.5)
 
     add_label("Mass–Spring Baker", (10.3, 0.3, 6.15), size=0.8, align="CENTER")
-    add_label("masses · springs · rigid rods · ropes · contact — generalized-α, baked into "
-              "shape keys", (10.3, 0.3, 5.5), size=0.3, align="CENTER")
+    add_label("masses · springs · rigid rods · ropes · contact · self-collision — generalized-α, "
+              "baked into shape keys", (10.3, 0.3, 5.5), size=0.3, align="CENTER")
     return scene
 
 
