@@ -713,11 +713,19 @@ class GroupJob:
                 if time.perf_counter() > deadline:
                     break
         except BakeError as ex:
+            self._restore_frames()
             raise BakeError(f"'{self.object_name}' (baked together): {ex}") from ex
+        except BaseException:
+            self._restore_frames()
+            raise
         if self.simulation.done:
             for job in self.jobs:
                 job.simulate_seconds = self.simulate_seconds
         return self.simulation.done
+
+    def _restore_frames(self) -> None:
+        for job in self.jobs:
+            job._restore_frame()
 
     def _start(self) -> None:
         begin = time.perf_counter()

@@ -354,8 +354,8 @@ class System {
   void list_self_pairs(double h, const FixPath<D>& path);
   std::string self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path);
   // Each vertex's margin (self_margins_): how far its step's end may stray from the
-  // prediction. It follows the vertex's own strays, twice the last, between a sixteenth
-  // and a quarter of the distance, and shrinks by a fifth a step: a quarter everywhere
+  // prediction. It follows the vertex's own strays, three times the last, between an
+  // eighth and a quarter of the distance, and shrinks by a tenth a step: a quarter everywhere
   // listed 4 times the pairs of an eighth on a sheet swinging untouched, and an eighth
   // everywhere had 10 % of the steps of a ribbon folding onto itself refused
   // (docs/performance.md). Starts at an eighth.

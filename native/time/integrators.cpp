@@ -673,9 +673,10 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
     std::string why;
     // Only the vertices that collide: others (a structure simulated with these that has no
     // self-collision) may stray as they like (test_only_colliding_vertices_must_keep_to_the_margin).
-    // A vertex that strayed beyond its margin gets twice the stray as its margin (up to
-    // kMarginMost) for the smaller steps that follow; one that did not, twice its stray,
-    // or a fifth less than its margin if that is more.
+    // A vertex that strayed beyond its margin gets three times the stray as its margin
+    // (up to kMarginMost) for the smaller steps that follow; one that did not, three times
+    // its stray, or a tenth less than its margin if that is more (within kMarginLeast and
+    // kMarginMost).
     std::vector<double>& margins = self_margins_;
     self_margins();
     const double least = kMarginLeast * model_.self_contact.distance();
@@ -689,7 +690,7 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
                 " m from where its self-collision pairs were listed for";
         next[i] = std::min(most, std::max(margins[i], 3 * stray));
       } else {
-        next[i] = std::max(least, std::max(3 * stray, kMarginKept * margins[i]));
+        next[i] = std::min(most, std::max(least, std::max(3 * stray, kMarginKept * margins[i])));
       }
     }
     if (!why.empty()) {
