@@ -228,13 +228,16 @@ void bind_arrays(SystemClass<D>& cls) {
            "turning angles in radians or None: the angles as built (the modelled shape).")
       .def(
           "set_self_contact",
-          [](S& s, const IdxArr& triangles, const IdxArr& edges, const py::array_t<double>& distance,
-             const py::array_t<double>& friction) {
-            auto values = [](const py::array_t<double>& a, const char* what) {
-              if (a.ndim() > 1) throw InputError(std::string(what) + ": one value, or one per vertex");
-              std::vector<double> out(a.size());
-              for (py::ssize_t i = 0; i < a.size(); ++i) out[i] = a.data()[i];
-              return out;
+          [](S& s, const IdxArr& triangles, const IdxArr& edges, const py::object& distance,
+             const py::object& friction) {
+            // A number, or an array of one per vertex.
+            auto values = [](const py::object& given, const char* what) {
+              if (py::isinstance<py::float_>(given) || py::isinstance<py::int_>(given))
+                return std::vector<double>{given.cast<double>()};
+              using Values = py::array_t<double, py::array::c_style | py::array::forcecast>;
+              const Values a = Values::ensure(given);
+              if (!a || a.ndim() > 1) throw InputError(std::string(what) + ": one value, or one per vertex");
+              return std::vector<double>(a.data(), a.data() + a.size());
             };
             s.set_self_contact(index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"),
                                values(distance, "distance"), values(friction, "friction"));
