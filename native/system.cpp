@@ -415,8 +415,10 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
                                  std::vector<double> friction) {
   require_idle("set self-collision");
   const auto n = static_cast<std::size_t>(num_vertices());
-  if (distance.size() == 1) distance.assign(n, distance[0]);
-  if (friction.size() == 1) friction.assign(n, friction[0]);
+  // One value for all: copied out first, since assign() may free the storage it reads from
+  // (libc++ does: the release wheels read the distance as 0; test_bad_self_contact_input_is_refused).
+  if (distance.size() == 1) distance = std::vector<double>(n, distance.front());
+  if (friction.size() == 1) friction = std::vector<double>(n, friction.front());
   const bool off = std::all_of(distance.begin(), distance.end(), [](double d) { return d == 0; });
   require(D == 3 || off || (triangles.empty() && edges.empty()),
           "self-collision is for 3-D systems (MassSpringSystem3d); this one is 2-D");
