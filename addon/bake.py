@@ -24,7 +24,7 @@ from . import colliders, forces, writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
 from .properties import MAX_FRAME
-from .simulation import (FrameSimulation, Part, SimulationSettings, simulate_world_positions,
+from .simulation import (FrameSimulation, Part, SimulationSettings, name_parts, simulate_world_positions,
                          transform_points)
 
 __all__ = [
@@ -654,6 +654,12 @@ class GroupJob:
             depsgraph = bpy.context.evaluated_depsgraph_get()
             found = colliders.scene_colliders(self.scene, [job.obj for job in jobs], depsgraph)
             first.colliders = colliders.ColliderReader(found, depsgraph) if found else None
+        for job in jobs[1:]:
+            differ = solver_differences(first.settings, job.settings)
+            if differ:
+                job.warnings.append(f"'{job.object_name}' was baked together with '{first.object_name}', with "
+                                    f"the {' and '.join(differ)} of '{first.object_name}' (one simulation "
+                                    "has one solver)")
         for job in jobs:
             job.simulation = None  # a live preview's is of its object alone (live.hand_over)
             if job is not first:
@@ -714,7 +720,8 @@ class GroupJob:
                     break
         except BakeError as ex:
             self._restore_frames()
-            raise BakeError(f"'{self.object_name}' (baked together): {ex}") from ex
+            message = name_parts(str(ex), [(job.object_name, job.arrays.vertex_count) for job in self.jobs])
+            raise BakeError(f"'{self.object_name}' (baked together): {message}") from ex
         except BaseException:
             self._restore_frames()
             raise
@@ -745,6 +752,19 @@ class GroupJob:
         for job in self.jobs:
             job.cancel()
         self.simulation = None
+
+
+def solver_differences(first: SimulationSettings, other: SimulationSettings) -> list:
+    """The solver settings of `other` that a simulation together with `first` does not
+    follow (simulation.solver_settings takes the first's), named as the panel names them."""
+    differ = []
+    if other.integrator != first.integrator:
+        differ.append("integrator")
+    if other.integrator == first.integrator and other.rho_inf != first.rho_inf:
+        differ.append("ρ∞")
+    if not np.array_equal(other.gravity, first.gravity):
+        differ.append("gravity")
+    return differ
 
 
 def simulation_runs(jobs: list[BakeJob]) -> list:

@@ -8,6 +8,7 @@ physics side testable with plain Python.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field, replace
 
@@ -202,7 +203,8 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world,
     core = import_core()
     parts = [(arrays, settings, matrix_world), *together]
     solver = solver_settings([part[1] for part in parts])
-    structures = [structure_of(*part) for part in parts]
+    distances = self_collision_distances([(a, s, transform_points(m, a.local_positions)) for a, s, m in parts])
+    structures = [structure_of(*part, distance) for part, distance in zip(parts, distances)]
     rods = sum(int(structure.rod_edges().sum()) for structure in structures)
     if solver.integrator in EXPLICIT_INTEGRATORS and rods:
         raise BakeError(
@@ -235,8 +237,9 @@ def solver_settings(settings: list) -> SimulationSettings:
     return replace(first, substeps=max(s.substeps for s in settings), accuracy=accuracy)
 
 
-def structure_of(arrays: MeshArrays, settings: SimulationSettings, matrix_world):
-    """One object's mesh as a ``mass_spring.Structure`` in world space at `matrix_world`."""
+def structure_of(arrays: MeshArrays, settings: SimulationSettings, matrix_world, self_distance: float):
+    """One object's mesh as a ``mass_spring.Structure`` in world space at `matrix_world`,
+    keeping `self_distance` (m, 0: no self-collision; self_collision_distances)."""
     core = import_core()
     positions = transform_points(matrix_world, arrays.local_positions)
     origin = np.asarray(matrix_world, dtype=np.float64)[:3, 3]
@@ -267,7 +270,7 @@ def structure_of(arrays: MeshArrays, settings: SimulationSettings, matrix_world)
             bending_weights=arrays.bending_weights,
             damping_weights=arrays.damping_weights,
             faces=arrays.faces,
-            self_collision_distance=self_collision_distance(positions, arrays, settings),
+            self_collision_distance=self_distance,
             self_friction=settings.self_friction,
         )
     except ValueError as ex:
@@ -300,6 +303,62 @@ def self_collision_distance(positions: np.ndarray, arrays: MeshArrays, settings:
                         "edge has length 0), so no distance can keep them apart: separate them, or turn "
                         "Self Collision off")
     return distance
+
+
+def self_collision_distances(parts: list) -> list:
+    """The self-collision distance of each of objects simulated together, (arrays, settings,
+    world positions) each: self_collision_distance of each alone, and an automatic one also
+    at most AUTO_DISTANCE_OF_CLOSEST of its closest approach to the others that collide (a
+    pair between two objects keeps the larger of their distances, and the core refuses a
+    distance the objects as modelled do not leave between them;
+    test_layered_objects_bake_together_with_automatic_distances)."""
+    distances = [self_collision_distance(x, arrays, settings) for arrays, settings, x in parts]
+    colliding = [i for i, d in enumerate(distances) if d > 0]
+    if len(colliding) < 2:
+        return distances
+    core = import_core()
+    x = np.concatenate([parts[i][2] for i in colliding])
+    starts = np.cumsum([0] + [len(parts[i][2]) for i in colliding])
+    triangles = np.concatenate([core.triangles_of_faces(parts[i][0].faces).reshape(-1, 3) + start
+                                for i, start in zip(colliding, starts)])
+    edges = np.concatenate([parts[i][0].edges.reshape(-1, 2) + start for i, start in zip(colliding, starts)])
+    for k, i in enumerate(colliding):
+        if parts[i][1].self_collision_distance > 0:
+            continue  # the user's: the core refuses it if the objects do not leave it
+        labels = np.zeros(len(x), dtype=np.int64)
+        labels[starts[k]:starts[k + 1]] = 1
+        closest, _ = core.closest_parts(x, triangles, edges, distances[i], labels)
+        distances[i] = min(distances[i], AUTO_DISTANCE_OF_CLOSEST * closest)
+        if not distances[i] > 0:
+            raise BakeError("self-collision: objects baked together touch as modelled, so no distance can keep "
+                            "them apart: separate them, or turn Self Collision off for one of them")
+    return distances
+
+
+# Vertex numbers in the core's messages: "vertex 7", "edge 3-4", "triangle 1-2-5",
+# "vertices 3, 4, 9".
+_VERTEX_MENTION = re.compile(r"\b(vertex|edge|triangle|vertices) (\d+(?:-\d+)*(?:, \d+)*)")
+
+
+def name_parts(message: str, parts: list) -> str:
+    """A core message about objects simulated together with each vertex number as its
+    object's own: "vertex 7 of 'Net'"; parts: (name, vertex count) of each, in the core's
+    order (test_group_errors_name_the_object_and_its_vertex)."""
+    starts = np.cumsum([0] + [count for _, count in parts])
+
+    def local(number: int) -> tuple:
+        k = min(int(np.searchsorted(starts, number, side="right")) - 1, len(parts) - 1)
+        return parts[k][0], number - int(starts[k])
+
+    def rename(match) -> str:
+        noun, numbers = match.group(1), match.group(2)
+        if noun == "vertices":
+            named = [local(int(n)) for n in numbers.split(", ")]
+            return "vertices " + ", ".join(f"{n} of '{name}'" for name, n in named)
+        named = [local(int(n)) for n in numbers.split("-")]
+        return f"{noun} " + "-".join(str(n) for _, n in named) + f" of '{named[0][0]}'"
+
+    return _VERTEX_MENTION.sub(rename, message)
 
 
 @dataclass(frozen=True)

@@ -241,3 +241,63 @@ def test_a_failed_bake_of_objects_together_leaves_both_as_they_were(scene):
         bake.bake_scene(scene)
     for obj in (net, rope):
         np.testing.assert_array_equal(baked_frames(obj), before[obj.name])
+
+
+def make_layer(name, height, n=5, spacing=0.1):
+    """A flat n x n sheet of quads at `height`, Self Collision on with the automatic distance."""
+    i, j = np.meshgrid(np.arange(n), np.arange(n))
+    idx = np.arange(n * n).reshape(n, n)
+    faces = np.column_stack([idx[:-1, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel(), idx[1:, :-1].ravel()])
+    obj = make_mesh_object(name, np.column_stack([i.ravel() * spacing, j.ravel() * spacing, np.full(n * n, height)]),
+                           faces=faces)
+    s = obj.mass_spring
+    s.enabled, s.total_mass, s.stiffness, s.self_collision = True, 0.1, 500.0, True
+    return obj
+
+
+def test_layered_objects_bake_together_with_automatic_distances(scene):
+    """Two sheets of 10 cm quads modelled 1 cm apart: alone, each would keep a quarter of its
+    edge (2.5 cm), which the two together could not hold; baked together, the automatic
+    distance of each is half their gap, and the bake runs."""
+    simulation = submodule("simulation")
+    mesh_arrays = submodule("mesh_arrays")
+    bake = submodule("bake")
+    scene.frame_start, scene.frame_end = 1, 4
+    lower, upper = make_layer("Lower", 1.0), make_layer("Upper", 1.01)
+    parts = []
+    for obj in (lower, upper):
+        arrays = mesh_arrays.mesh_to_arrays(obj)
+        world = simulation.transform_points(np.array(obj.matrix_world), arrays.local_positions)
+        parts.append((arrays, bake.simulation_settings(scene, obj), world))
+        assert simulation.self_collision_distance(world, arrays, parts[-1][1]) == pytest.approx(0.025, rel=1e-6)
+    assert simulation.self_collision_distances(parts) == pytest.approx([0.005, 0.005], rel=1e-4)
+    upper.mass_spring.self_collision_distance = 0.004  # the user's own is kept; the other's still fits
+    parts[1] = (parts[1][0], bake.simulation_settings(scene, upper), parts[1][2])
+    assert simulation.self_collision_distances(parts) == pytest.approx([0.005, 0.004], rel=1e-4)
+    upper.mass_spring.integrator, upper.mass_spring.use_gravity = 'IMPLICIT_EULER', False
+    results = {r.object_name: r for r in bake.bake_scene(scene)}
+    gap = results["Upper"].world_positions()[:, :, 2] - results["Lower"].world_positions()[:, :, 2]
+    assert gap.min() > 0.004  # they fall side by side, apart
+    assert gap.max() < 0.0101  # the upper one falls too: one simulation has the first's gravity ...
+    assert results["Upper"].warnings == [  # ... and says so
+        "'Upper' was baked together with 'Lower', with the integrator and gravity of 'Lower' (one simulation "
+        "has one solver)"]
+    assert results["Lower"].warnings == []
+
+
+def test_group_errors_name_the_object_and_its_vertex(scene):
+    """The core numbers the vertices of objects simulated together one after the other; a
+    failure names each object's own: the rope's vertex, not the system's."""
+    simulation = submodule("simulation")
+    parts = [("Net", 121), ("Rope", 41)]
+    assert simulation.name_parts("vertex 125 and edge 3-4 share no vertex", parts) == \
+        "vertex 4 of 'Rope' and edge 3-4 of 'Net' share no vertex"
+    assert simulation.name_parts("edge 130-131 and triangle 0-1-12", parts) == \
+        "edge 9-10 of 'Rope' and triangle 0-1-12 of 'Net'"
+    assert simulation.name_parts("vertices 120, 121 are held", parts) == "vertices 120 of 'Net', 0 of 'Rope' are held"
+    bake = submodule("bake")
+    net, rope, _, _ = make_net_and_rope(frames=6)
+    rope.mass_spring.self_collision_distance = 0.09  # its 3 cm segments cannot hold it
+    with pytest.raises(bake.BakeError, match=r"\(baked together\).*distance 0\.09 m is more than the mesh can hold: "
+                                             r"(vertex|edge) [\d-]+ of 'Rope' and edge [\d-]+ of 'Rope' share no vertex"):
+        bake.bake_scene(scene)

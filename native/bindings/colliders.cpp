@@ -4,6 +4,7 @@
 #include "contact/self_contact.hpp"
 
 #include <limits>
+#include <optional>
 
 namespace ms::bindings {
 
@@ -106,21 +107,30 @@ void bind_collider_queries(py::module_& m) {
         "at how many points the point touches the colliders (Colliders::contacts).");
   m.def(
       "closest_parts",
-      [](const py::array_t<double>& positions, const IdxArr& triangles, const IdxArr& edges, double within) {
+      [](const py::array_t<double>& positions, const IdxArr& triangles, const IdxArr& edges, double within,
+         const std::optional<IdxArr>& labels) {
         if (positions.ndim() != 2 || positions.shape(1) != 3) throw InputError("positions must have shape (n, 3)");
         std::vector<Vec3> x(positions.shape(0));
         for (std::size_t i = 0; i < x.size(); ++i) x[i] = Vec3(positions.at(i, 0), positions.at(i, 1), positions.at(i, 2));
+        std::vector<int> label;
+        if (labels) {
+          if (labels->ndim() != 1 || labels->shape(0) != positions.shape(0))
+            throw InputError("labels must have one value per position");
+          label.assign(labels->data(), labels->data() + labels->shape(0));
+        }
         SelfContact contact;
         contact.set(x, index_rows<3>(triangles, "triangles"), index_rows<2>(edges, "edges"),
                     within, 0.0);
         std::string where;
-        const double d = contact.closest_parts(x, where);
+        const double d = contact.closest_parts(x, where, nullptr, labels ? &label : nullptr);
         return py::make_tuple(d, where);
       },
       py::arg("positions"), py::arg("triangles"), py::arg("edges"), py::arg("within"),
+      py::arg("labels") = py::none(),
       "(distance, description) of the two closest parts of a mesh that share no vertex (vertex "
       "and triangle, two edges, vertex and wire), among those within `within` of each other; "
-      "(inf, '') if none is.");
+      "(inf, '') if none is. labels (n,) ints: only parts with different labels count (the "
+      "closest approach between objects simulated together).");
 }
 
 template void bind_colliders<2>(SystemClass<2>&);

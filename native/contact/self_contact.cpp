@@ -520,10 +520,13 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
   return {};
 }
 
-double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps) const {
+double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps,
+                                  const std::vector<int>* labels) const {
   double closest = std::numeric_limits<double>::infinity(), tightest = closest;
   if (!enabled()) return closest;
   each_near_pair(x, x, nullptr, distance_, 1, [&](int, SelfContactPair pair) {
+    const int other = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;  // the second part's first vertex
+    if (labels && (*labels)[pair.v[0]] == (*labels)[pair.v[other]]) return;
     const double full = full_distance(pair);
     if (pair.distance < full) return;  // neighbours: they keep what they have
     const std::array<Vec3, 4> a = corners(x, pair.v);

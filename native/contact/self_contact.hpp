@@ -104,8 +104,10 @@ class SelfContact {
   // The distance between the two parts at x that keep their full distance (not
   // neighbours in the mesh) and come nearest to it, relative to it, among those within the
   // distance (for the check that it fits the mesh as built; inf if none is), a description
-  // of where, and (keeps) the distance they keep.
-  double closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps = nullptr) const;
+  // of where, and (keeps) the distance they keep. With `labels` (one per vertex), only
+  // pairs whose two parts have different labels count: objects simulated together.
+  double closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps = nullptr,
+                       const std::vector<int>* labels = nullptr) const;
   // Forces of pair p at positions x and velocities v of its vertices.
   SelfContactTerms terms(const SelfContactPair& p, const std::array<Vec3, 4>& x, const std::array<Vec3, 4>& v,
                          double g_ref) const;
