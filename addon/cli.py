@@ -552,8 +552,9 @@ def _simulate_one(run, quiet: bool, interrupt) -> None:
     vertices = sum(len(job.obj.data.vertices) for job in members)
     edges = sum(len(job.obj.data.edges) for job in members)
     together = " (baked together: they collide with each other)" if len(members) > 1 else ""
+    substeps = max(job.stored_settings.substeps for job in members)  # simulation.solver_settings
     say(f"{name}: {vertices} vertices, {edges} edges, frames {start}..{end}, "
-        f"{settings.integrator.lower()}, {settings.substeps} substeps{together}")
+        f"{settings.integrator.lower()}, {substeps} substeps{together}")
     progress = Progress(name, quiet)
     t0 = time.perf_counter()
     try:
