@@ -182,7 +182,9 @@ def test_objects_baked_together_collide_with_each_other(scene):
     for x in both:
         assert closest_unrelated_segments(x.astype(np.float64), net_edges, rope_edges + 121) >= 0.005
     assert both[-1, 60, 2] < -0.01  # the net sags under the rope ...
-    assert both[-1, 121 + 20, 2] > both[-1, :121, 2].min() - 0.02  # ... which lies in it
+    # ... which lies in it: its middle may dip into a 10 cm cell between wires, not
+    # through it (baked alone, it falls through, to below -1 m)
+    assert both[-1, 121 + 20, 2] > both[-1, :121, 2].min() - 0.05
     for obj in (net, rope):
         assert len(obj.data.shape_keys.key_blocks) == 1 + 24
     # the rope's bake is its share of the simulation of both: simulated again, the same

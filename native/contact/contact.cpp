@@ -58,6 +58,21 @@ void BoxTree::build(const std::vector<Box>& boxes) {
   if (!boxes.empty()) build_node(boxes, 0, static_cast<int>(boxes.size()));
 }
 
+void BoxTree::refit(const std::vector<Box>& boxes) {
+  if (boxes.size() != boxes_.size()) return build(boxes);
+  boxes_ = boxes;
+  // Children come after their parent (build_node): from the last node back, every
+  // child's box is new before its parent's.
+  for (auto node = nodes_.rbegin(); node != nodes_.rend(); ++node) {
+    node->box.setEmpty();
+    if (node->left < 0) {
+      for (int k = node->first; k < node->first + node->count; ++k) node->box.extend(boxes_[order_[k]]);
+    } else {
+      node->box.extend(nodes_[node->left].box).extend(nodes_[node->right].box);
+    }
+  }
+}
+
 int BoxTree::build_node(const std::vector<Box>& boxes, int first, int count) {
   const int index = static_cast<int>(nodes_.size());
   nodes_.push_back({});

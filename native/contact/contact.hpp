@@ -54,6 +54,10 @@ Vec3 closest_weights(const Vec3& p, const Vec3& a, const Vec3& b, const Vec3& c)
 class BoxTree {
  public:
   void build(const std::vector<Eigen::AlignedBox3d>& boxes);
+  // The same items' new boxes: the tree's shape kept, its nodes' boxes made to hold them
+  // (as good for queries as a new tree while the items keep near their old neighbours).
+  void refit(const std::vector<Eigen::AlignedBox3d>& boxes);
+  std::size_t size() const { return boxes_.size(); }
   // Calls visit(i) for every box i within `radius` of p, nearest subtrees first;
   // visit returns the radius still of interest (shrinking it prunes the search).
   template <class Visit>

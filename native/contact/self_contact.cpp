@@ -373,14 +373,19 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
     pair.distance = pair_distance(pair);
     if (pair.distance > 0) visit(slot, pair);
   };
+  const bool rebuild = trees_.calls++ % kTreeRebuild == 0;
+  auto update = [&](BoxTree& tree, const std::vector<Box>& boxes) -> const BoxTree& {
+    if (rebuild) tree.build(boxes);
+    else tree.refit(boxes);
+    return tree;
+  };
   std::vector<Box> boxes(triangles_.size());
   for (std::size_t k = 0; k < triangles_.size(); ++k)
     boxes[k] = swept({triangles_[k][0], triangles_[k][1], triangles_[k][2]});
-  BoxTree tree;
-  tree.build(boxes);
+  const BoxTree& triangle_tree = update(trees_.triangles, boxes);
   in_chunks(0, static_cast<long>(points_.size()), [&](long i, int slot) {
     const int p = points_[i];
-    tree.overlapping(grown(swept({p})), [&](int k) {
+    triangle_tree.overlapping(grown(swept({p})), [&](int k) {
       const auto& t = triangles_[k];
       SelfContactPair pair;
       pair.v = {p, t[0], t[1], t[2]};
@@ -389,10 +394,10 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
   });
   boxes.resize(edges_.size());
   for (std::size_t k = 0; k < edges_.size(); ++k) boxes[k] = swept({edges_[k][0], edges_[k][1]});
-  tree.build(boxes);
+  const BoxTree& edge_tree = update(trees_.edges, boxes);
   in_chunks(1, static_cast<long>(edges_.size()), [&](long k, int slot) {
     const auto& e = edges_[k];
-    tree.overlapping(grown(boxes[k]), [&](int other) {
+    edge_tree.overlapping(grown(boxes[k]), [&](int other) {
       const auto& o = edges_[other];
       if (other <= static_cast<int>(k)) return;
       SelfContactPair pair;
@@ -403,10 +408,10 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
   });
   boxes.resize(wires_.size());
   for (std::size_t k = 0; k < wires_.size(); ++k) boxes[k] = swept({wires_[k][0], wires_[k][1]});
-  tree.build(boxes);
+  const BoxTree& wire_tree = update(trees_.wires, boxes);
   in_chunks(2, static_cast<long>(points_.size()), [&](long i, int slot) {
     const int p = points_[i];
-    tree.overlapping(grown(swept({p})), [&](int k) {
+    wire_tree.overlapping(grown(swept({p})), [&](int k) {
       const auto& e = wires_[k];
       SelfContactPair pair;
       pair.kind = SelfContactPair::kPointEdge;
@@ -427,18 +432,24 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
   for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
   std::sort(kept.begin(), kept.end());
-  // The distance shrinks by at most the farthest move of the pair's vertices relative to
-  // its first (it does not change as the pair moves as one), each within the margin of
-  // its predicted move: relative to the point, every point of a triangle or an edge moves
-  // no farther than its farthest corner; two edges, both of whose points move, twice that.
+  // The distance shrinks by at most how far each part moves relative to the pair's first
+  // vertex's predicted move (it does not change as the pair moves as one), each vertex
+  // within the margin of its own predicted move: every point of a part moves no farther
+  // than its farthest corner, so the bound is the sum of the two parts' farthest.
   auto shrink = [&](const SelfContactPair& pair) {
-    double move = 0;
-    for (int j = 1; j < 4; ++j)
-      move = std::max(move, ((x1[pair.v[j]] - x0[pair.v[j]]) - (x1[pair.v[0]] - x0[pair.v[0]])).norm() +
-                                margin[pair.v[j]]);
-    return (pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1) * (move + margin[pair.v[0]]);
+    const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
+    const Vec3 common = x1[pair.v[0]] - x0[pair.v[0]];
+    double first = 0, second = 0;
+    for (int j = 0; j < 4; ++j) {
+      const double move = ((x1[pair.v[j]] - x0[pair.v[j]]) - common).norm() + margin[pair.v[j]];
+      double& part = j < split ? first : second;
+      part = std::max(part, move);
+    }
+    return first + second;
   };
-  // The distance of the parts' boxes at x0 first: the cheap test most candidates fail.
+  // Within the largest distance of any pair at x0, less what the step may shrink it: by
+  // the parts' boxes first (cheap), then exactly; before the pair's own distance, which
+  // for mesh neighbours needs their distance as built (pair_distance).
   auto quick = [&](const SelfContactPair& pair) {
     const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
     Box first, second;
@@ -446,7 +457,10 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     second.setEmpty();
     for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(x0[pair.v[j]]);
     const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
-    return gap - shrink(pair) < distance_;
+    const double reach = distance_ + shrink(pair);
+    if (gap >= reach) return false;
+    const Nearest at = nearest(pair, corners(x0, pair.v));
+    return at.ok && std::abs(at.distance) < reach;  // (not ok: degenerate, never listed)
   };
   // Listed in chunks on the workers, each into its own slot, joined in slot order: the
   // same list on any number of workers (each_near_pair).
@@ -482,6 +496,12 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     }
     listed[slot].push_back(pair);
   }, quick);
+  // Each slot's pairs in the order of their vertices, not of the box trees' visits: the
+  // same list whatever shape the trees have (kTreeRebuild).
+  WorkerPool::shared().run(3 * chunks, [&](int slot) {
+    std::sort(listed[slot].begin(), listed[slot].end(),
+              [](const SelfContactPair& a, const SelfContactPair& b) { return key(a) < key(b); });
+  });
   for (int slot = 0; slot < 3 * chunks; ++slot) {
     out.insert(out.end(), listed[slot].begin(), listed[slot].end());
     touching = touching || slot_touching[slot];

@@ -140,6 +140,14 @@ class SelfContact {
   std::vector<std::array<int, 2>> wires_;  // the edges in no triangle
   std::vector<double> vertex_distance_, vertex_friction_;
   double distance_ = 0.0;  // the largest of vertex_distance_ over the vertices that collide
+  // The box trees of each_near_pair, refit to the new boxes at each call and built anew
+  // every kTreeRebuild calls: speed only, as the pairs listed do not depend on them.
+  struct Trees {
+    BoxTree triangles, edges, wires;
+    int calls = 0;
+  };
+  static constexpr int kTreeRebuild = 8;
+  mutable Trees trees_;
 };
 
 // Nearest points of two segments: parameters s on a0-a1, t on b0-b1 (Ericson, Real-Time
