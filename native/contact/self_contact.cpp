@@ -369,9 +369,10 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
     for (int i = 0; i < split; ++i)
       for (int j = split; j < 4; ++j)
         if (pair.v[i] == pair.v[j]) return;
-    if (!quick(pair)) return;
+    Nearest at;
+    if (!quick(pair, at)) return;
     pair.distance = pair_distance(pair);
-    if (pair.distance > 0) visit(slot, pair);
+    if (pair.distance > 0) visit(slot, pair, at);
   };
   const bool rebuild = trees_.calls++ % kTreeRebuild == 0;
   auto update = [&](BoxTree& tree, const std::vector<Box>& boxes) -> const BoxTree& {
@@ -450,7 +451,7 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   // Within the largest distance of any pair at x0, less what the step may shrink it: by
   // the parts' boxes first (cheap), then exactly; before the pair's own distance, which
   // for mesh neighbours needs their distance as built (pair_distance).
-  auto quick = [&](const SelfContactPair& pair) {
+  auto quick = [&](const SelfContactPair& pair, Nearest& at) {
     const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
     Box first, second;
     first.setEmpty();
@@ -459,7 +460,7 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
     const double reach = distance_ + shrink(pair);
     if (gap >= reach) return false;
-    const Nearest at = nearest(pair, corners(x0, pair.v));
+    at = nearest(pair, corners(x0, pair.v));  // side +1: the distance's size is the same
     return at.ok && std::abs(at.distance) < reach;  // (not ok: degenerate, never listed)
   };
   // Listed in chunks on the workers, each into its own slot, joined in slot order: the
@@ -467,11 +468,9 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   const int chunks = chunk_count(static_cast<long>(points_.size() + edges_.size()), kListGrain);
   std::vector<std::vector<SelfContactPair>> listed(3 * chunks);
   std::vector<char> slot_touching(3 * chunks, 0);
-  each_near_pair(x0, x1, &margin, distance_, chunks, [&](int slot, SelfContactPair pair) {
-    const std::array<Vec3, 4> a = corners(x0, pair.v);
-    const Nearest at = nearest(pair, a);  // side +1: the distance's size is the same
+  each_near_pair(x0, x1, &margin, distance_, chunks, [&](int slot, SelfContactPair pair, const Nearest& at) {
     if (!at.ok || std::abs(at.distance) - shrink(pair) >= pair.distance) return;
-    pair.side = side_of(pair, a);
+    pair.side = side_of(pair, corners(x0, pair.v));
     double inverse = 0, springs = 0, lightest = 0;
     Vec3 relative = Vec3::Zero();
     for (int j = 0; j < 4; ++j) {
@@ -544,14 +543,15 @@ double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where
                                   const std::vector<int>* labels) const {
   double closest = std::numeric_limits<double>::infinity(), tightest = closest;
   if (!enabled()) return closest;
-  each_near_pair(x, x, nullptr, distance_, 1, [&](int, SelfContactPair pair) {
+  auto quick = [&](const SelfContactPair& pair, Nearest& at) {
     const int other = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;  // the second part's first vertex
-    if (labels && (*labels)[pair.v[0]] == (*labels)[pair.v[other]]) return;
+    if (labels && (*labels)[pair.v[0]] == (*labels)[pair.v[other]]) return false;
+    at = nearest(pair, corners(x, pair.v));
+    return true;
+  };
+  each_near_pair(x, x, nullptr, distance_, 1, [&](int, const SelfContactPair& pair, const Nearest& at) {
     const double full = full_distance(pair);
     if (pair.distance < full) return;  // neighbours: they keep what they have
-    const std::array<Vec3, 4> a = corners(x, pair.v);
-    pair.side = side_of(pair, a);
-    const Nearest at = nearest(pair, a);
     const double d = at.ok ? std::abs(at.distance) : 0.0;
     if (d / full < tightest) {
       tightest = d / full;
@@ -559,7 +559,7 @@ double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where
       where = describe(pair);
       if (keeps) *keeps = full;
     }
-  }, [](const SelfContactPair&) { return true; });
+  }, quick);
   return closest;
 }
 
