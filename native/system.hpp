@@ -114,10 +114,12 @@ class System {
                         const std::vector<std::array<int, 2>>& edges, std::vector<double> distance,
                         std::vector<double> friction);
   const SelfContact& self_contact() const { return model_.self_contact; }
-  // Pairs the last step listed, and steps refused because parts would pass through each
-  // other or a step ended outside what its pairs were listed for (stats).
+  // Pairs the last step listed, steps refused because parts would pass through each
+  // other or (explicit integrators) a step ended outside what its pairs were listed for,
+  // and steps that ended so and whose pairs were listed anew to check them (stats).
   int self_contact_pairs() const { return static_cast<int>(self_pairs_.size()); }
   long self_contact_refusals = 0;
+  long self_contact_relistings = 0;
 
   // ---- state ----
   const State<D>& state() const { return state_; }

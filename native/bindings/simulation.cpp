@@ -166,6 +166,7 @@ void bind_simulation(SystemClass<D>& cls) {
                                d["multigrid_fallbacks"] = s.newton_solver().multigrid_fallbacks;
                                d["self_contact_pairs"] = s.self_contact_pairs();
                                d["self_contact_refusals"] = s.self_contact_refusals;
+                               d["self_contact_relistings"] = s.self_contact_relistings;
                                return d;
                              })
       .def_property_readonly("num_unknowns", &S::num_unknowns)

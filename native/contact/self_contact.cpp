@@ -178,6 +178,38 @@ bool meets(const SelfContactPair& pair, const std::array<Vec3, 4>& x0, const std
   return false;
 }
 
+// The distance shrinks by at most how far each part moves relative to the pair's first
+// vertex's move from x0 to x1 (it does not change as the pair moves as one), each vertex
+// within its `margin` (none: 0) of its move: every point of a part moves no farther than
+// its farthest corner, so the bound is the sum of the two parts' farthest.
+double most_shrink(const SelfContactPair& pair, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                   const std::vector<double>* margin) {
+  const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
+  const Vec3 common = x1[pair.v[0]] - x0[pair.v[0]];
+  double first = 0, second = 0;
+  for (int j = 0; j < 4; ++j) {
+    const double move = ((x1[pair.v[j]] - x0[pair.v[j]]) - common).norm() + (margin ? (*margin)[pair.v[j]] : 0.0);
+    double& part = j < split ? first : second;
+    part = std::max(part, move);
+  }
+  return first + second;
+}
+
+// Within the largest distance of any pair at x0, less what the step may shrink it: by the
+// parts' boxes first (cheap), then exactly, setting `at`; before the pair's own distance,
+// which for mesh neighbours needs their distance as built (pair_distance).
+bool may_come_within(const SelfContactPair& pair, const std::vector<Vec3>& x0, double reach, Nearest& at) {
+  const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
+  Box first, second;
+  first.setEmpty();
+  second.setEmpty();
+  for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(x0[pair.v[j]]);
+  const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
+  if (gap >= reach) return false;
+  at = nearest(pair, corners(x0, pair.v));  // side +1: the distance's size is the same
+  return at.ok && std::abs(at.distance) < reach;  // (not ok: degenerate, never listed)
+}
+
 std::string describe(const SelfContactPair& p) {
   auto v = [&](int j) { return std::to_string(p.v[j]); };
   if (p.kind == SelfContactPair::kEdgeEdge) return "edge " + v(0) + "-" + v(1) + " and edge " + v(2) + "-" + v(3);
@@ -433,35 +465,9 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
   for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
   std::sort(kept.begin(), kept.end());
-  // The distance shrinks by at most how far each part moves relative to the pair's first
-  // vertex's predicted move (it does not change as the pair moves as one), each vertex
-  // within the margin of its own predicted move: every point of a part moves no farther
-  // than its farthest corner, so the bound is the sum of the two parts' farthest.
-  auto shrink = [&](const SelfContactPair& pair) {
-    const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
-    const Vec3 common = x1[pair.v[0]] - x0[pair.v[0]];
-    double first = 0, second = 0;
-    for (int j = 0; j < 4; ++j) {
-      const double move = ((x1[pair.v[j]] - x0[pair.v[j]]) - common).norm() + margin[pair.v[j]];
-      double& part = j < split ? first : second;
-      part = std::max(part, move);
-    }
-    return first + second;
-  };
-  // Within the largest distance of any pair at x0, less what the step may shrink it: by
-  // the parts' boxes first (cheap), then exactly; before the pair's own distance, which
-  // for mesh neighbours needs their distance as built (pair_distance).
+  auto shrink = [&](const SelfContactPair& pair) { return most_shrink(pair, x0, x1, &margin); };
   auto quick = [&](const SelfContactPair& pair, Nearest& at) {
-    const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
-    Box first, second;
-    first.setEmpty();
-    second.setEmpty();
-    for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(x0[pair.v[j]]);
-    const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
-    const double reach = distance_ + shrink(pair);
-    if (gap >= reach) return false;
-    at = nearest(pair, corners(x0, pair.v));  // side +1: the distance's size is the same
-    return at.ok && std::abs(at.distance) < reach;  // (not ok: degenerate, never listed)
+    return may_come_within(pair, x0, distance_ + shrink(pair), at);
   };
   // Listed in chunks on the workers, each into its own slot, joined in slot order: the
   // same list on any number of workers (each_near_pair).
@@ -537,6 +543,34 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
   for (long k : first)
     if (k >= 0) return describe(listed[k]) + " pass through each other";
   return {};
+}
+
+std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                const std::vector<SelfContactPair>& listed) const {
+  std::vector<std::array<int, 5>> known(listed.size());
+  for (std::size_t k = 0; k < listed.size(); ++k) known[k] = key(listed[k]);
+  std::sort(known.begin(), known.end());
+  // The pairs not listed that come near on the way, in slot order (the same on any number
+  // of workers), then the first of them that acts at an end or crosses.
+  const int chunks = chunk_count(static_cast<long>(points_.size() + edges_.size()), kListGrain);
+  std::vector<std::vector<SelfContactPair>> found(3 * chunks);
+  each_near_pair(x0, x1, nullptr, distance_, chunks, [&](int slot, const SelfContactPair& pair, const Nearest& at) {
+    if (std::abs(at.distance) - most_shrink(pair, x0, x1, nullptr) >= pair.distance) return;
+    if (!std::binary_search(known.begin(), known.end(), key(pair))) found[slot].push_back(pair);
+  }, [&](const SelfContactPair& pair, Nearest& at) {
+    return may_come_within(pair, x0, distance_ + most_shrink(pair, x0, x1, nullptr), at);
+  });
+  std::vector<SelfContactPair> unlisted;
+  for (auto& slot : found) {
+    std::sort(slot.begin(), slot.end(), [](const SelfContactPair& a, const SelfContactPair& b) { return key(a) < key(b); });
+    unlisted.insert(unlisted.end(), slot.begin(), slot.end());
+  }
+  for (const SelfContactPair& pair : unlisted) {
+    const Nearest start = nearest(pair, corners(x0, pair.v)), end = nearest(pair, corners(x1, pair.v));
+    if ((start.ok && std::abs(start.distance) < pair.distance) || (end.ok && std::abs(end.distance) < pair.distance))
+      return describe(pair) + " came within their distance unlisted";
+  }
+  return crossing(x0, x1, unlisted);
 }
 
 double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps,

@@ -101,6 +101,12 @@ class SelfContact {
   // within the margin of the end its pairs were listed for.
   std::string crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                        const std::vector<SelfContactPair>& listed) const;
+  // For a step that ended beyond the margin of the end its pairs were listed for: the
+  // pairs are listed anew over the straight paths from x0 to x1, and the first one not in
+  // `listed` that is within its distance at x0 or at x1, or passes through, is described;
+  // empty: none (the step felt every pair that acts at its ends, and nothing crossed).
+  std::string missed(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                     const std::vector<SelfContactPair>& listed) const;
   // The distance between the two parts at x that keep their full distance (not
   // neighbours in the mesh) and come nearest to it, relative to it, among those within the
   // distance (for the check that it fits the mesh as built; inf if none is), a description

@@ -695,6 +695,16 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
     }
     if (!why.empty()) {
       for (int i : model_.self_contact.points()) margins[i] = std::max(margins[i], next[i]);
+      // The pairs listed may miss some. An implicit step stands if the pairs listed anew
+      // over it as taken that it missed do not act at its ends, where its forces are
+      // evaluated, nor cross (test_a_step_beyond_its_margins_stands_if_it_missed_no_pair).
+      // An explicit one is halved: cheap, and what keeps its contact forces stable
+      // (test_an_explicit_integrator_halves_a_step_that_crossed).
+      if (!is_explicit(integrator)) {
+        ++self_contact_relistings;
+        const std::string missed = model_.self_contact.missed(x0, x1, self_pairs_);
+        why = missed.empty() ? "" : why + ", and " + missed;
+      }
     } else {
       margins = next;
     }
