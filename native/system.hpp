@@ -356,12 +356,13 @@ class System {
   void list_self_pairs(double h, const FixPath<D>& path);
   std::string self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path);
   // Each vertex's margin (self_margins_): how far its step's end may stray from the
-  // prediction. It follows the vertex's own strays, three times the last, between an
-  // eighth and a quarter of the distance, and shrinks by a tenth a step: a quarter everywhere
-  // listed 4 times the pairs of an eighth on a sheet swinging untouched, and an eighth
-  // everywhere had 10 % of the steps of a ribbon folding onto itself refused
-  // (docs/performance.md). Starts at an eighth.
-  static constexpr double kMarginLeast = 0.125, kMarginMost = 0.25, kMarginStart = 0.125,
+  // prediction without its pairs listed anew (SelfContact::missed). It follows the
+  // vertex's own strays, three times the last, between a sixteenth and a quarter of the
+  // distance, and shrinks by a tenth a step: a quarter everywhere listed 4 times the
+  // pairs of an eighth on a sheet swinging untouched; since a stray costs a second
+  // listing, not a refused step, a sixteenth beat an eighth (docs/performance.md,
+  // "Self-collision"). Starts at a sixteenth.
+  static constexpr double kMarginLeast = 0.0625, kMarginMost = 0.25, kMarginStart = 0.0625,
                           kMarginKept = 0.9;
   std::vector<double> self_margins_;  // m, per vertex (empty: kMarginStart of the distance)
   const std::vector<double>& self_margins();

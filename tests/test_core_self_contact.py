@@ -394,10 +394,10 @@ def test_a_warped_quad_falls_flat_its_diagonals_left_out(warp):
 
 
 def test_a_pair_nearest_at_a_fix_is_kept():
-    """A wire pinned at one end (F) swings past another pinned wire (Q-R) whose end is 1.2
-    distances from F: nearest at two fixes now, the pair is listed all the same, for the
-    free end may bring it nearer within the step."""
-    x = np.array([[-0.012, 0, 0], [-0.012, 0, 0.1], [0, 0, 0], [0.1, 0, 0]], float)
+    """A wire pinned at one end (F) swings past another pinned wire (Q-R) whose end is 1.05
+    distances from F (within the margins): nearest at two fixes now, the pair is listed
+    all the same, for the free end may bring it nearer within the step."""
+    x = np.array([[-0.0105, 0, 0], [-0.0105, 0, 0.1], [0, 0, 0], [0.1, 0, 0]], float)
     mss = ms.from_arrays(x, np.ones(4), fixed=[0, 1, 2], springs=np.array([[2, 3]]), stiffness=100.0,
                          gravity=[0, 0, -G])
     mss.set_self_contact(np.zeros((0, 3), np.int64), np.array([[0, 1], [2, 3]]), 0.01)
