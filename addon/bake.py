@@ -760,7 +760,7 @@ def solver_differences(first: SimulationSettings, other: SimulationSettings) -> 
     differ = []
     if other.integrator != first.integrator:
         differ.append("integrator")
-    if other.integrator == first.integrator and other.rho_inf != first.rho_inf:
+    if other.integrator == first.integrator == "GENERALIZED_ALPHA" and other.rho_inf != first.rho_inf:
         differ.append("ρ∞")
     if not np.array_equal(other.gravity, first.gravity):
         differ.append("gravity")

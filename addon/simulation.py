@@ -296,7 +296,8 @@ def self_collision_distance(positions: np.ndarray, arrays: MeshArrays, settings:
     lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
     distance = AUTO_DISTANCE_OF_EDGE * float(np.median(lengths))
     core = import_core()
-    closest, _ = core.closest_parts(positions, core.triangles_of_faces(arrays.faces), arrays.edges, distance)
+    closest, _ = core.closest_parts(positions, core.triangles_of_faces(arrays.faces), arrays.edges,
+                                    distance / AUTO_DISTANCE_OF_CLOSEST)
     distance = min(distance, AUTO_DISTANCE_OF_CLOSEST * closest)
     if not distance > 0:
         raise BakeError("self-collision: parts of the mesh that share no vertex touch as modelled (or an "
@@ -327,7 +328,7 @@ def self_collision_distances(parts: list) -> list:
             continue  # the user's: the core refuses it if the objects do not leave it
         labels = np.zeros(len(x), dtype=np.int64)
         labels[starts[k]:starts[k + 1]] = 1
-        closest, _ = core.closest_parts(x, triangles, edges, distances[i], labels)
+        closest, _ = core.closest_parts(x, triangles, edges, distances[i] / AUTO_DISTANCE_OF_CLOSEST, labels)
         distances[i] = min(distances[i], AUTO_DISTANCE_OF_CLOSEST * closest)
         if not distances[i] > 0:
             raise BakeError("self-collision: objects baked together touch as modelled, so no distance can keep "
@@ -336,26 +337,32 @@ def self_collision_distances(parts: list) -> list:
 
 
 # Vertex numbers in the core's messages: "vertex 7", "edge 3-4", "triangle 1-2-5",
-# "vertices 3, 4, 9".
-_VERTEX_MENTION = re.compile(r"\b(vertex|edge|triangle|vertices) (\d+(?:-\d+)*(?:, \d+)*)")
+# "vertices 3, 4 and 9" (not a collider's own, nor an edge or triangle by its number).
+_VERTEX_MENTION = re.compile(
+    r"(?<!collider )\b(?:(vertex|vertices) (\d+(?:(?:, | and )\d+)*)|(edge|triangle) (\d+(?:-\d+)+))\b")
 
 
 def name_parts(message: str, parts: list) -> str:
     """A core message about objects simulated together with each vertex number as its
     object's own: "vertex 7 of 'Net'"; parts: (name, vertex count) of each, in the core's
-    order (test_group_errors_name_the_object_and_its_vertex)."""
+    order. A mention with a number beyond them all is left as it is
+    (test_group_errors_name_the_object_and_its_vertex)."""
     starts = np.cumsum([0] + [count for _, count in parts])
 
     def local(number: int) -> tuple:
-        k = min(int(np.searchsorted(starts, number, side="right")) - 1, len(parts) - 1)
+        k = int(np.searchsorted(starts, number, side="right")) - 1
         return parts[k][0], number - int(starts[k])
 
     def rename(match) -> str:
-        noun, numbers = match.group(1), match.group(2)
+        noun = match.group(1) or match.group(3)
+        text = match.group(2) or match.group(4)
+        numbers = [int(n) for n in re.findall(r"\d+", text)]
+        if max(numbers) >= starts[-1]:
+            return match.group(0)
+        named = [local(n) for n in numbers]
         if noun == "vertices":
-            named = [local(int(n)) for n in numbers.split(", ")]
-            return "vertices " + ", ".join(f"{n} of '{name}'" for name, n in named)
-        named = [local(int(n)) for n in numbers.split("-")]
+            each = iter(named)
+            return "vertices " + re.sub(r"\d+", lambda _: "{1} of '{0}'".format(*next(each)), text)
         return f"{noun} " + "-".join(str(n) for _, n in named) + f" of '{named[0][0]}'"
 
     return _VERTEX_MENTION.sub(rename, message)

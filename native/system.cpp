@@ -93,6 +93,7 @@ void System<D>::changed(unsigned what) {
     self_pairs_.clear();
     self_touching_ = false;
     self_margins_.clear();
+    self_listed_at_.clear();
   }
   // The linear solvers' reused factors and error control's carried step size.
   if (any(kRestart | kRestore)) {
@@ -443,6 +444,7 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
   }
   model_.self_contact = std::move(next);
   self_pairs_.clear();
+  self_listed_at_.clear();
   self_touching_ = false;
   self_margins_.clear();
   changed(kColliders);  // the energy at stake changed

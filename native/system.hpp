@@ -361,15 +361,29 @@ class System {
   // distance, and shrinks by a tenth a step: a quarter everywhere listed 4 times the
   // pairs of an eighth on a sheet swinging untouched; since a stray costs a second
   // listing, not a refused step, a sixteenth beat an eighth (docs/performance.md,
-  // "Self-collision"). Starts at a sixteenth.
+  // "Self-collision"). Starts at a sixteenth. Explicit integrators, whose strays are
+  // refused, keep at least an eighth.
   static constexpr double kMarginLeast = 0.0625, kMarginMost = 0.25, kMarginStart = 0.0625,
-                          kMarginKept = 0.9;
+                          kMarginExplicit = 0.125, kMarginKept = 0.9;
+  double least_self_margin() const {
+    return (is_explicit(integrator) ? kMarginExplicit : kMarginLeast) * model_.self_contact.distance();
+  }
+  // 1 / mass of every vertex (0: a fix), for the self-contact pairs' weights.
+  std::vector<double> vertex_inverse_masses() const;
   std::vector<double> self_margins_;  // m, per vertex (empty: kMarginStart of the distance)
   const std::vector<double>& self_margins();
   std::vector<Vec3> vertex_points(const Kinematics& kin) const;
   std::vector<SelfContactPair> self_pairs_;
   std::vector<Vec3> self_predicted_;  // where the pairs were listed for (list_self_pairs)
   bool self_touching_ = false;  // a listed pair is within the distance at the step's start or predicted end
+  // Where moving slowly (each vertex's predicted move and margin within half the ball),
+  // the pairs are listed for every vertex anywhere within kSelfBall of the distance of
+  // where it is (self_listed_at_), and kept for the steps that follow while every vertex
+  // keeps within that ball: resting and draping list once in many steps
+  // (test_a_resting_structure_keeps_its_pairs_over_many_steps). Empty: listed for one step.
+  static constexpr double kSelfBall = 0.25;
+  std::vector<Vec3> self_listed_at_;
+  double self_ball() const { return kSelfBall * model_.self_contact.distance(); }
   static constexpr const char* kSelfCrossingCure =
       "Likely cures: a larger self-collision distance, more substeps, or slower motion";
   // Adds the self-contact pairs' forces (into F) and couplings (into matrix); the largest force.

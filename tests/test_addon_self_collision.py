@@ -297,6 +297,11 @@ def test_group_errors_name_the_object_and_its_vertex(scene):
     assert simulation.name_parts("edge 130-131 and triangle 0-1-12", parts) == \
         "edge 9-10 of 'Rope' and triangle 0-1-12 of 'Net'"
     assert simulation.name_parts("vertices 120, 121 are held", parts) == "vertices 120 of 'Net', 0 of 'Rope' are held"
+    assert simulation.name_parts("between vertices 130 and 131", parts) == \
+        "between vertices 9 of 'Rope' and 10 of 'Rope'"
+    for other in ("collider triangle 5 uses vertex 200 (collider vertices 3)",  # numbers not of the parts
+                  "edge 150 is marked both rigid and rope", "vertex 170", "mass 130 would pass through"):
+        assert simulation.name_parts(other, parts) == other
     bake = submodule("bake")
     net, rope, _, _ = make_net_and_rope(frames=6)
     rope.mass_spring.self_collision_distance = 0.09  # its 3 cm segments cannot hold it

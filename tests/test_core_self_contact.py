@@ -405,6 +405,25 @@ def test_a_pair_nearest_at_a_fix_is_kept():
     assert mss.stats["self_contact_pairs"] >= 1
 
 
+def test_pinned_parts_moved_close_together_refuse_no_step():
+    """Two pinned wires animated to 6 mm apart (distance 10 mm) while a free wire swings
+    far away whose steps end beyond their margins: the pinned pair acts on nothing, so
+    checking those steps never refuses one for it (as listing never lists it)."""
+    x = np.array([[0, 0, 0], [0, 1, 0], [0.5, 0, 0], [0.5, 1, 0], [10, 0, 0], [10.3, 0, 0]], float)
+    mss = ms.from_arrays(x, np.ones(6), fixed=[0, 1, 2, 3, 4], springs=np.array([[4, 5]]), stiffness=200.0,
+                         gravity=[0, 0, -G])
+    mss.set_integrator("implicit_euler")
+    mss.set_self_contact(np.zeros((0, 3), np.int64), np.array([[0, 1], [2, 3], [4, 5]]), 0.01)
+    mss.simulate(1 / 24, 1)
+    moved = np.array(mss.fix_positions)
+    moved[2:4, 0] = 0.006  # fixes 2 and 3 are vertices 2 and 3
+    mss.fix_positions = moved
+    for _ in range(5):
+        mss.simulate(1 / 24, 1)
+    assert mss.stats["self_contact_relistings"] > 0
+    assert mss.stats["self_contact_refusals"] == 0 and mss.stats["rejected_steps"] == 0
+
+
 def test_an_explicit_integrator_halves_a_step_that_crossed():
     """Symplectic Euler with steps that let the free wire pass through the pinned one at
     its landing speed: those steps are halved (as implicit ones are), not the run failed."""

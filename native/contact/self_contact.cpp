@@ -546,7 +546,8 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
 }
 
 std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                                const std::vector<SelfContactPair>& listed) const {
+                                const std::vector<SelfContactPair>& listed,
+                                const std::vector<double>& inverse_mass) const {
   std::vector<std::array<int, 5>> known(listed.size());
   for (std::size_t k = 0; k < listed.size(); ++k) known[k] = key(listed[k]);
   std::sort(known.begin(), known.end());
@@ -556,7 +557,8 @@ std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<V
   std::vector<std::vector<SelfContactPair>> found(3 * chunks);
   each_near_pair(x0, x1, nullptr, distance_, chunks, [&](int slot, const SelfContactPair& pair, const Nearest& at) {
     if (std::abs(at.distance) - most_shrink(pair, x0, x1, nullptr) >= pair.distance) return;
-    if (!std::binary_search(known.begin(), known.end(), key(pair))) found[slot].push_back(pair);
+    const bool free = std::any_of(pair.v.begin(), pair.v.end(), [&](int v) { return inverse_mass[v] > 0; });
+    if (free && !std::binary_search(known.begin(), known.end(), key(pair))) found[slot].push_back(pair);
   }, [&](const SelfContactPair& pair, Nearest& at) {
     return may_come_within(pair, x0, distance_ + most_shrink(pair, x0, x1, nullptr), at);
   });
@@ -571,6 +573,16 @@ std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<V
       return describe(pair) + " came within their distance unlisted";
   }
   return crossing(x0, x1, unlisted);
+}
+
+bool SelfContact::touching(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                           const std::vector<SelfContactPair>& listed) const {
+  for (const SelfContactPair& pair : listed)
+    for (const std::vector<Vec3>* x : {&x0, &x1}) {
+      const Nearest at = nearest(pair, corners(*x, pair.v));
+      if (at.ok && std::abs(at.distance) < pair.distance) return true;
+    }
+  return false;
 }
 
 double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps,

@@ -102,11 +102,15 @@ class SelfContact {
   std::string crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                        const std::vector<SelfContactPair>& listed) const;
   // For a step that ended beyond the margin of the end its pairs were listed for: the
-  // pairs are listed anew over the straight paths from x0 to x1, and the first one not in
-  // `listed` that is within its distance at x0 or at x1, or passes through, is described;
-  // empty: none (the step felt every pair that acts at its ends, and nothing crossed).
+  // pairs with a free vertex (inverse_mass > 0; as pairs() lists them) are listed anew
+  // over the straight paths from x0 to x1, and the first one not in `listed` that is
+  // within its distance at x0 or at x1, or passes through, is described; empty: none (the
+  // step felt every pair that acts at its ends, and nothing crossed).
   std::string missed(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                     const std::vector<SelfContactPair>& listed) const;
+                     const std::vector<SelfContactPair>& listed, const std::vector<double>& inverse_mass) const;
+  // Whether a pair of `listed` is within its distance at x0 or at x1.
+  bool touching(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                const std::vector<SelfContactPair>& listed) const;
   // The distance between the two parts at x that keep their full distance (not
   // neighbours in the mesh) and come nearest to it, relative to it, among those within the
   // distance (for the check that it fits the mesh as built; inf if none is), a description
@@ -148,7 +152,9 @@ class SelfContact {
   std::vector<double> vertex_distance_, vertex_friction_;
   double distance_ = 0.0;  // the largest of vertex_distance_ over the vertices that collide
   // The box trees of each_near_pair, refit to the new boxes at each call and built anew
-  // every kTreeRebuild calls: speed only, as the pairs listed do not depend on them.
+  // every kTreeRebuild calls: speed only, as the pairs listed do not depend on them. (So
+  // pairs, missed and closest_parts, though const, must not run at once on one object;
+  // a System runs them from simulate() only.)
   struct Trees {
     BoxTree triangles, edges, wires;
     int calls = 0;

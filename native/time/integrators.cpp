@@ -641,24 +641,54 @@ void System<D>::list_self_pairs(double h, const FixPath<D>& path) {
     const std::vector<Vec3> x0 = vertex_points(k0), x1 = vertex_points(kinematics(q1, s.v, path, s.time + h));
     const int n = num_vertices();
     std::vector<Vec3> v0(n);
-    std::vector<double> inverse_mass(n, 0.0), springs(n, 0.0);
+    const std::vector<double> inverse_mass = vertex_inverse_masses();
+    std::vector<double> springs(n, 0.0);
     for (int i = 0; i < n; ++i) {
       const Connector c = vertex(i);
       v0[i] = k0.vel(c);
-      if (c.type != MASS) continue;
-      inverse_mass[i] = 1 / model_.mass[c.nr];
-      springs[i] = model_.spring_stiffness_at[c.nr];
+      if (c.type == MASS) springs[i] = model_.spring_stiffness_at[c.nr];
     }
-    self_pairs_ = model_.self_contact.pairs(x0, x1, self_margins(), v0, inverse_mass, springs, contact_gravity(),
-                                            self_pairs_, self_touching_);
     self_predicted_ = x1;
+    const std::vector<double>& margins = self_margins();
+    const double ball = self_ball();
+    auto within = [&](const std::vector<Vec3>& center, double radius) {
+      for (int i : model_.self_contact.points())
+        if ((x0[i] - center[i]).norm() > radius || (x1[i] - center[i]).norm() + margins[i] > radius) return false;
+      return true;
+    };
+    if (!self_listed_at_.empty() && within(self_listed_at_, ball)) {
+      self_touching_ = model_.self_contact.touching(x0, x1, self_pairs_);
+      return;
+    }
+    if (within(x0, 0.5 * ball)) {
+      // Listed for every vertex anywhere within the ball around x0: its end x0, with the
+      // ball as its margin.
+      self_pairs_ = model_.self_contact.pairs(x0, x0, std::vector<double>(n, ball), v0, inverse_mass, springs,
+                                              contact_gravity(), self_pairs_, self_touching_);
+      self_touching_ = model_.self_contact.touching(x0, x1, self_pairs_);
+      self_listed_at_ = x0;
+      return;
+    }
+    self_listed_at_.clear();
+    self_pairs_ = model_.self_contact.pairs(x0, x1, margins, v0, inverse_mass, springs, contact_gravity(),
+                                            self_pairs_, self_touching_);
   }
+}
+
+template <int D>
+std::vector<double> System<D>::vertex_inverse_masses() const {
+  std::vector<double> inverse(num_vertices(), 0.0);
+  for (int i = 0; i < num_vertices(); ++i) {
+    const Connector c = vertex(i);
+    if (c.type == MASS) inverse[i] = 1 / model_.mass[c.nr];
+  }
+  return inverse;
 }
 
 template <int D>
 const std::vector<double>& System<D>::self_margins() {
   if (self_margins_.size() != static_cast<std::size_t>(num_vertices()))
-    self_margins_.assign(num_vertices(), kMarginStart * model_.self_contact.distance());
+    self_margins_.assign(num_vertices(), std::max(kMarginStart * model_.self_contact.distance(), least_self_margin()));
   return self_margins_;
 }
 
@@ -679,15 +709,19 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
     // kMarginMost).
     std::vector<double>& margins = self_margins_;
     self_margins();
-    const double least = kMarginLeast * model_.self_contact.distance();
+    const double least = least_self_margin();
     const double most = kMarginMost * model_.self_contact.distance();
     std::vector<double> next = margins;
+    const double ball = self_ball();
     for (int i : model_.self_contact.points()) {
       const double stray = (x1[i] - self_predicted_[i]).norm();
-      if (stray > margins[i]) {
+      if (self_listed_at_.empty() ? stray > margins[i] : (x1[i] - self_listed_at_[i]).norm() > ball) {
         if (why.empty())
-          why = "vertex " + std::to_string(i) + " ended the step " + fmt(stray) +
-                " m from where its self-collision pairs were listed for";
+          why = "vertex " + std::to_string(i) + " ended the step " +
+                (self_listed_at_.empty() ? fmt(stray) + " m from where its self-collision pairs were listed for"
+                                         : "beyond the ball its self-collision pairs were listed for");
+      }
+      if (stray > margins[i]) {
         next[i] = std::min(most, std::max(margins[i], 3 * stray));
       } else {
         next[i] = std::min(most, std::max(least, std::max(3 * stray, kMarginKept * margins[i])));
@@ -702,7 +736,7 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
       // (test_an_explicit_integrator_halves_a_step_that_crossed).
       if (!is_explicit(integrator)) {
         ++self_contact_relistings;
-        const std::string missed = model_.self_contact.missed(x0, x1, self_pairs_);
+        const std::string missed = model_.self_contact.missed(x0, x1, self_pairs_, vertex_inverse_masses());
         why = missed.empty() ? "" : why + ", and " + missed;
       }
     } else {
