@@ -120,6 +120,7 @@ class System {
   int self_contact_pairs() const { return static_cast<int>(self_pairs_.size()); }
   long self_contact_refusals = 0;
   long self_contact_relistings = 0;
+  long self_contact_listings = 0;  // steps whose pairs were listed (not kept from the last)
 
   // ---- state ----
   const State<D>& state() const { return state_; }

@@ -261,6 +261,24 @@ def test_a_rope_piled_on_the_floor_keeps_its_segments_apart():
     assert loose.min() < 0.1 * distance  # without: segments pass through each other
 
 
+def test_a_resting_structure_keeps_its_pairs_over_many_steps():
+    """Once the rope has piled up and lies still, its pairs are listed for a ball around
+    every vertex and kept while each stays in it: a second of rest lists them at most a
+    few times over its steps, and the segments still keep at least half the distance."""
+    distance = 0.008
+    mss, _ = rope_pile(distance)
+    _, edges = rope(50, 1.0, (0, 0, 1.01), (0.05, 0, -1))
+    before = mss.stats
+    for _ in range(24):
+        mss.simulate(1 / 24, 1)
+        assert closest_unrelated_segments(mss.vertex_positions(), edges) >= 0.5 * distance
+    after = mss.stats
+    assert before["self_contact_listings"] >= before["steps"]  # falling: listed every step
+    assert after["steps"] - before["steps"] >= 24
+    assert after["self_contact_listings"] - before["self_contact_listings"] <= 3
+    assert after["self_contact_pairs"] > 0
+
+
 def test_two_ropes_dropped_crosswise_tangle_without_crossing():
     distance = 0.008
     a, a_edges = rope(40, 0.8, (-0.4, 0.0, 0.1), (1, 0, 0))

@@ -167,6 +167,7 @@ void bind_simulation(SystemClass<D>& cls) {
                                d["self_contact_pairs"] = s.self_contact_pairs();
                                d["self_contact_refusals"] = s.self_contact_refusals;
                                d["self_contact_relistings"] = s.self_contact_relistings;
+                               d["self_contact_listings"] = s.self_contact_listings;
                                return d;
                              })
       .def_property_readonly("num_unknowns", &S::num_unknowns)

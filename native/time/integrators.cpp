@@ -660,6 +660,7 @@ void System<D>::list_self_pairs(double h, const FixPath<D>& path) {
       self_touching_ = model_.self_contact.touching(x0, x1, self_pairs_);
       return;
     }
+    ++self_contact_listings;
     if (within(x0, 0.5 * ball)) {
       // Listed for every vertex anywhere within the ball around x0: its end x0, with the
       // ball as its margin.
