@@ -239,6 +239,27 @@ def test_a_wire_dropped_across_another_rests_on_it_and_falls_through_without():
     assert loose.vertex_positions()[31, 2] < -1.0  # fell through
 
 
+def test_from_arrays_takes_self_collision():
+    """The array API's self_collision_distance and self_friction: a wire dropped across
+    a pinned one, built by from_arrays, rests on it; without, falls through."""
+    low, low_edges = rope(20, 1.0, (-0.5, 0, 0), (1, 0, 0))
+    up, up_edges = rope(20, 1.0, (0, -0.5, 0.05), (0, 1, 0))
+    x = np.vstack([low, up])
+    edges = np.vstack([low_edges, up_edges + len(low)])
+
+    def dropped(distance):
+        mss = ms.from_arrays(x, 0.2 / len(x), fixed=[0, 20], springs=edges, stiffness=2000.0, damping=0.2,
+                             gravity=[0, 0, -G], self_collision_distance=distance, self_friction=0.3)
+        mss.tolerance = 1e-3
+        mss.simulate(1.0, 24)
+        return mss.vertex_positions()
+
+    rests = dropped(0.01)
+    assert closest_unrelated_segments(rests, edges[:20], edges[20:]) >= 0.005
+    assert rests[31, 2] > rests[10, 2]  # the free wire's middle lies on the pinned one's
+    assert dropped(0.0)[31, 2] < -1.0  # fell through
+
+
 def rope_pile(distance, frames=36):
     """A rope of 50 segments of 2 cm hanging straight down, its lower end 1 cm over the
     floor, let go: it piles up on the floor."""

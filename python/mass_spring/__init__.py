@@ -107,7 +107,8 @@ def _pairs(value, name: str) -> np.ndarray:
 
 def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
                 stiffness=0.0, rest_length=None, damping=0.0, rope=None,
-                constraints=None, constraint_length=None, gravity=None):
+                constraints=None, constraint_length=None, gravity=None, faces=None,
+                self_collision_distance=0.0, self_friction=0.0):
     """Build a 2-D or 3-D system from vertex and edge arrays in one call.
 
     positions (N, D); masses scalar or (N,) (ignored for fixed vertices); fixed (N,) bool
@@ -117,6 +118,12 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
     gravity (D,). Springs and constraints between two fixed vertices are dropped (they
     move no mass); a NaN rest or constraint length is the distance of its ends. Errors name
     the offending vertex or edge.
+
+    Self-collision (3-D): with self_collision_distance > 0 (m; scalar or (N,)), the faces
+    (polygons as vertex index lists, triangulated by :func:`triangles_of_faces`) and the
+    springs' and constraints' edges keep that distance apart wherever they share no vertex,
+    with Coulomb friction self_friction (scalar or (N,)) among them
+    (System.set_self_contact).
 
     This function converts shapes and types; the core checks every value, in one place
     (System::add_*), and names the vertex or edge as these arrays number them.
@@ -166,6 +173,11 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
                                     clen)
     if gravity is not None:
         system.gravity = list(np.asarray(gravity, dtype=float).ravel())
+    if np.any(np.asarray(self_collision_distance, dtype=float) != 0):
+        triangles = triangles_of_faces([] if faces is None else faces)
+        system.set_self_contact(triangles, np.concatenate([sp, cp]).reshape(-1, 2),
+                                _per_item(self_collision_distance, n, "self_collision_distance"),
+                                _per_item(self_friction, n, "self_friction"))
     return system
 
 
