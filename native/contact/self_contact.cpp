@@ -198,6 +198,13 @@ double most_shrink(const SelfContactPair& pair, const std::vector<Vec3>& x0, con
 // Within the largest distance of any pair at x0, less what the step may shrink it: by the
 // parts' boxes first (cheap), then exactly, setting `at`; before the pair's own distance,
 // which for mesh neighbours needs their distance as built (pair_distance).
+// What a candidate pair's first test found (each_near_pair): its nearest points at the
+// step's start, and the most its distance can shrink in the step.
+struct Candidate {
+  Nearest at;
+  double shrink = 0.0;
+};
+
 bool may_come_within(const SelfContactPair& pair, const std::vector<Vec3>& x0, double reach, Nearest& at) {
   const int split = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
   Box first, second;
@@ -401,10 +408,10 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
     for (int i = 0; i < split; ++i)
       for (int j = split; j < 4; ++j)
         if (pair.v[i] == pair.v[j]) return;
-    Nearest at;
-    if (!quick(pair, at)) return;
+    Candidate candidate;
+    if (!quick(pair, candidate)) return;
     pair.distance = pair_distance(pair);
-    if (pair.distance > 0) visit(slot, pair, at);
+    if (pair.distance > 0) visit(slot, pair, candidate);
   };
   const bool rebuild = trees_.calls++ % kTreeRebuild == 0;
   auto update = [&](BoxTree& tree, const std::vector<Box>& boxes) -> const BoxTree& {
@@ -465,17 +472,18 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
   for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
   std::sort(kept.begin(), kept.end());
-  auto shrink = [&](const SelfContactPair& pair) { return most_shrink(pair, x0, x1, &margin); };
-  auto quick = [&](const SelfContactPair& pair, Nearest& at) {
-    return may_come_within(pair, x0, distance_ + shrink(pair), at);
+  auto quick = [&](const SelfContactPair& pair, Candidate& c) {
+    c.shrink = most_shrink(pair, x0, x1, &margin);
+    return may_come_within(pair, x0, distance_ + c.shrink, c.at);
   };
   // Listed in chunks on the workers, each into its own slot, joined in slot order: the
   // same list on any number of workers (each_near_pair).
   const int chunks = chunk_count(static_cast<long>(points_.size() + edges_.size()), kListGrain);
   std::vector<std::vector<SelfContactPair>> listed(3 * chunks);
   std::vector<char> slot_touching(3 * chunks, 0);
-  each_near_pair(x0, x1, &margin, distance_, chunks, [&](int slot, SelfContactPair pair, const Nearest& at) {
-    if (!at.ok || std::abs(at.distance) - shrink(pair) >= pair.distance) return;
+  each_near_pair(x0, x1, &margin, distance_, chunks, [&](int slot, SelfContactPair pair, const Candidate& c) {
+    const Nearest& at = c.at;
+    if (!at.ok || std::abs(at.distance) - c.shrink >= pair.distance) return;
     pair.side = side_of(pair, corners(x0, pair.v));
     double inverse = 0, springs = 0, lightest = 0;
     Vec3 relative = Vec3::Zero();
@@ -555,12 +563,13 @@ std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<V
   // of workers), then the first of them that acts at an end or crosses.
   const int chunks = chunk_count(static_cast<long>(points_.size() + edges_.size()), kListGrain);
   std::vector<std::vector<SelfContactPair>> found(3 * chunks);
-  each_near_pair(x0, x1, nullptr, distance_, chunks, [&](int slot, const SelfContactPair& pair, const Nearest& at) {
-    if (std::abs(at.distance) - most_shrink(pair, x0, x1, nullptr) >= pair.distance) return;
+  each_near_pair(x0, x1, nullptr, distance_, chunks, [&](int slot, const SelfContactPair& pair, const Candidate& c) {
+    if (std::abs(c.at.distance) - c.shrink >= pair.distance) return;
     const bool free = std::any_of(pair.v.begin(), pair.v.end(), [&](int v) { return inverse_mass[v] > 0; });
     if (free && !std::binary_search(known.begin(), known.end(), key(pair))) found[slot].push_back(pair);
-  }, [&](const SelfContactPair& pair, Nearest& at) {
-    return may_come_within(pair, x0, distance_ + most_shrink(pair, x0, x1, nullptr), at);
+  }, [&](const SelfContactPair& pair, Candidate& c) {
+    c.shrink = most_shrink(pair, x0, x1, nullptr);
+    return may_come_within(pair, x0, distance_ + c.shrink, c.at);
   });
   std::vector<SelfContactPair> unlisted;
   for (auto& slot : found) {
@@ -589,13 +598,14 @@ double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where
                                   const std::vector<int>* labels) const {
   double closest = std::numeric_limits<double>::infinity(), tightest = closest;
   if (!enabled()) return closest;
-  auto quick = [&](const SelfContactPair& pair, Nearest& at) {
+  auto quick = [&](const SelfContactPair& pair, Candidate& c) {
     const int other = pair.kind == SelfContactPair::kEdgeEdge ? 2 : 1;  // the second part's first vertex
     if (labels && (*labels)[pair.v[0]] == (*labels)[pair.v[other]]) return false;
-    at = nearest(pair, corners(x, pair.v));
+    c.at = nearest(pair, corners(x, pair.v));
     return true;
   };
-  each_near_pair(x, x, nullptr, distance_, 1, [&](int, const SelfContactPair& pair, const Nearest& at) {
+  each_near_pair(x, x, nullptr, distance_, 1, [&](int, const SelfContactPair& pair, const Candidate& c) {
+    const Nearest& at = c.at;
     const double full = full_distance(pair);
     if (pair.distance < full) return;  // neighbours: they keep what they have
     const double d = at.ok ? std::abs(at.distance) : 0.0;

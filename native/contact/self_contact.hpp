@@ -133,14 +133,14 @@ class SelfContact {
   double full_distance(const SelfContactPair& pair) const;
   std::vector<int> neighbour_start_, neighbours_;  // across triangles' sides, CSR
   std::vector<Vec3> built_;
-  // Calls visit(slot, pair, nearest) for every pair of parts that share no vertex and
+  // Calls visit(slot, pair, candidate) for every pair of parts that share no vertex and
   // whose boxes over x0 ... x1, grown by their vertices' `margin` (none: 0), come within
   // `reach` of each other, pair.distance set: from `chunks` runs on the workers at once,
   // each with slots of its own, in slot order the vertex-triangle pairs, then the edge
-  // pairs, then the vertex-wire pairs (3 * chunks slots). quick(pair, nearest): a test
-  // first, before the pair's distance is looked up, that sets its nearest points (false:
-  // the pair is skipped). visit and quick must be safe to call from several workers at
-  // once for different slots.
+  // pairs, then the vertex-wire pairs (3 * chunks slots). quick(pair, candidate): a test
+  // first, before the pair's distance is looked up, that sets the candidate's nearest
+  // points and what else visit needs (false: the pair is skipped). visit and quick must
+  // be safe to call from several workers at once for different slots.
   template <class Visit, class Quick>
   void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, const std::vector<double>* margin,
                       double reach, int chunks, Visit&& visit, Quick&& quick) const;
