@@ -7,8 +7,8 @@ add-on (`bpy.ops.mass_spring.bake()`, Self Collision on, the same distance):
 - ribbon: a ribbon standing on end, tilted, 2 cm over a floor with Collision: it falls
   and folds onto itself on the floor;
 - sheet: the 33^2 sheet of cloth_side_by_side.py pinned along one edge, which swings
-  down like a curtain without touching itself (what self-collision costs where nothing
-  touches: ours is also baked without it);
+  down like a curtain, touching itself only where its free edge crumples (about what
+  self-collision costs where little touches: ours is also baked without it);
 - corners: that sheet pinned at two corners, which folds onto itself as it swings.
 
 Prints milliseconds per frame and the ratios; the numbers go to docs/performance.md. Run
