@@ -32,8 +32,8 @@ INTEGRATORS = ["generalized_alpha", "newmark", "implicit_euler", "explicit_euler
 
 
 # What a case gets wrong: nothing in two cases of three, else one item of one kind.
-FLAWS = [None] * 18 + ["position", "mass", "pair", "stiffness", "damping", "gravity", "rho_inf",
-                       "tolerance", "call"]
+FLAWS = [None] * 20 + ["position", "mass", "pair", "stiffness", "damping", "gravity", "rho_inf",
+                       "tolerance", "call", "self_distance", "face"]
 
 
 def item(draw, flaw, kind, good, bad, count=None):
@@ -58,6 +58,12 @@ def systems(draw, flaw):
         bad_pair = st.tuples(st.integers(-1, n), st.integers(-1, n))
         springs = item(draw, flaw, "pair", pair, bad_pair, draw(st.integers(0, 12)))
         rods = draw(st.lists(pair, max_size=2))
+    # Self-collision in one case of three: faces (triangles and quads of distinct
+    # vertices) and the edges keep a distance.
+    face = st.lists(st.integers(0, n - 1), min_size=3, max_size=4, unique=True)
+    bad_face = st.lists(st.integers(-1, n), min_size=0, max_size=4)
+    faces = item(draw, flaw, "face", face, bad_face, draw(st.integers(0, 3))) if n >= 3 else []
+    self_distance = item(draw, flaw, "self_distance", st.sampled_from([0.0, 0.0, 0.01, 0.1]), REAL)
     return dict(
         positions=np.reshape(positions, (n, dim)).tolist(),  # one line when printed
         masses=item(draw, flaw, "mass", st.floats(0.01, 10.0), POSITIVE, n),
@@ -68,6 +74,9 @@ def systems(draw, flaw):
         rope=draw(st.booleans()) if springs else None,
         constraints=rods or None,
         gravity=item(draw, flaw, "gravity", st.floats(-20.0, 20.0), REAL, dim),
+        faces=faces or None,
+        self_collision_distance=self_distance,
+        self_friction=draw(st.sampled_from([0.0, 0.3])),
     )
 
 
