@@ -1,4 +1,4 @@
-// Building with validation, state access and diagnostics of System<D>.
+// System<D>: building with validation, and state access.
 #include <cstdio>
 #include "system.hpp"
 
@@ -62,7 +62,8 @@ void require_magnitude(const V& v, const Message& what) {
 // ---------------------------------------------------------------- building
 
 template <int D>
-System<D>::System() : id_(next_system_id++) {
+System<D>::System() {
+  model_.id = next_system_id++;
   state_.q.resize(0);
   state_.v.resize(0);
   state_.acc.resize(0);
@@ -70,64 +71,27 @@ System<D>::System() : id_(next_system_id++) {
   state_.lam.resize(0);
 }
 
-// Every cache of the system and what it depends on. A new cache gets its line here, and
-// a new way to change the system names what it changes (tests/test_core_state.py and
-// test_core_reads.py check that changes take effect and reads change nothing).
+// What a change of the model or the state makes stale: the state's accelerations here,
+// every cache in the simulator (Simulator::changed). A new way to change the system names
+// what it changes (tests/test_core_state.py and test_core_reads.py check that changes take
+// effect and reads change nothing).
 template <int D>
 void System<D>::changed(unsigned what) {
-  auto any = [what](unsigned of) { return (what & of) != 0; };
-  // The pattern of the Newton matrix, the length and error scales, the solvers' setup.
-  if (any(kTopology | kMasses | kSolverChoice)) pattern_ready_ = false;
   // acc and lam solve the equations at the current state.
-  if (any(kTopology | kMasses | kPositions | kVelocities)) state_.consistent = false;
-  // The energy error control may not climb above.
-  if (any(kTopology | kMasses | kColliders | kRestore)) energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
-  // Newton's starting guess, learnt from the last steps.
-  if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore)) predictor_.forget();
-  // The positions the rods were checked at no longer describe the system.
-  if (any(kTopology)) rods_checked_q_.resize(0);
-  // Rods and positions are checked against each other by the next simulate().
-  if (any(kRods | kPositions | kRestore)) rods_unchecked_ = true;
-  // The self-contact pairs listed for the last step, and the stiffness they carry on.
-  if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore)) {
-    self_pairs_.clear();
-    self_touching_ = false;
-    self_margins_.clear();
-    self_listed_at_.clear();
-  }
-  // The linear solvers' reused factors and error control's carried step size.
-  if (any(kRestart | kRestore)) {
-    lin_.invalidate_factor();
-    consistency_lin_.invalidate_factor();
-    step_proposal_ = 0.0;
-  }
-}
-
-template <int D>
-void System<D>::set_linear_solver(const std::string& name) {
-  require(name == "auto" || name == "direct" || name == "multigrid",
-          "linear_solver must be 'auto', 'direct' or 'multigrid', got '" + name + "'");
-  linear_solver_ = name;
-  changed(kSolverChoice);
-}
-
-template <int D>
-void System<D>::require_idle(const char* change) const {
-  if (busy_.load())
-    throw SimulationError(std::string("cannot ") + change + " while simulate() runs on this "
-                          "system in another thread");
+  if (what & (kTopology | kMasses | kPositions | kVelocities)) state_.consistent = false;
+  sim_.changed(what);
 }
 
 template <int D>
 Connector System<D>::add_mass(double mass, const VecD& pos, const VecD& vel) {
   add_masses({mass}, {pos}, {vel});
-  return Connector{MASS, num_masses() - 1, id_};
+  return Connector{MASS, num_masses() - 1, model_.id};
 }
 
 template <int D>
 void System<D>::add_masses(const std::vector<double>& mass, const std::vector<VecD>& pos,
                            const std::vector<VecD>& vel, const Names& name) {
-  require_idle("add masses");
+  sim_.require_idle("add masses");
   const int n0 = num_masses(), count = static_cast<int>(mass.size());
   // Vertices are numbered masses then fixes: new masses would renumber the fixes the
   // self-contact's triangles and edges name (test_masses_added_after_self_contact_are_refused).
@@ -159,27 +123,27 @@ void System<D>::add_masses(const std::vector<double>& mass, const std::vector<Ve
     model_.extend_built_box(pos[k]);
     // A system built from arrays numbers its vertices in array order: masses added later
     // are the next vertices (tests/test_core_arrays.py).
-    if (!model_.vertices.empty()) model_.vertices.push_back(Connector{MASS, n0 + k, id_});
+    if (!model_.vertices.empty()) model_.vertices.push_back(Connector{MASS, n0 + k, model_.id});
   }
   changed(kTopology);
 }
 
 template <int D>
 Connector System<D>::add_fix(const VecD& pos, const Names& name) {
-  require_idle("add a fix");
+  sim_.require_idle("add a fix");
   const std::string item = name ? name(0) : "Fix " + std::to_string(num_fixes());
   require_magnitude(pos, item + ": position");
   model_.fix_target.push_back(pos);
   state_.fix_pos.push_back(pos);
   model_.extend_built_box(pos);
-  if (!model_.vertices.empty()) model_.vertices.push_back(Connector{FIX, num_fixes() - 1, id_});
+  if (!model_.vertices.empty()) model_.vertices.push_back(Connector{FIX, num_fixes() - 1, model_.id});
   changed(kTopology);
-  return Connector{FIX, num_fixes() - 1, id_};
+  return Connector{FIX, num_fixes() - 1, model_.id};
 }
 
 template <int D>
 void System<D>::check_connector(const Connector& c, const std::function<std::string()>& item) const {
-  require(c.owner == 0 || c.owner == id_,
+  require(c.owner == 0 || c.owner == model_.id,
           [&] { return item() + ": connector belongs to another MassSpringSystem"; });
   require(c.type == MASS || c.type == FIX, [&] {
     return item() + ": connector type must be FIX (1) or MASS (2), got " + std::to_string(c.type);
@@ -194,7 +158,7 @@ void System<D>::check_connector(const Connector& c, const std::function<std::str
 
 template <int D>
 int System<D>::add_spring(const Spring& s, const Names& name) {
-  require_idle("add a spring");
+  sim_.require_idle("add a spring");
   const std::function<std::string()> item = [&] {
     return name ? name(0) : std::string(s.rope ? "Chain " : "Spring ") + std::to_string(model_.springs.size());
   };
@@ -226,7 +190,7 @@ int System<D>::add_stencil(const Law& law, const std::array<Connector, Law::K>& 
 template <int D>
 template <class Law>
 void System<D>::add_stencils(std::vector<Law> laws, const std::vector<std::array<Connector, Law::K>>& ends) {
-  require_idle("add a force element");
+  sim_.require_idle("add a force element");
   auto& set = std::get<StencilSet<Law>>(model_.stencils);
   require(laws.size() == ends.size(), [] { return std::string("add_stencils: one element per law"); });
   for (std::size_t k = 0; k < laws.size(); ++k) {
@@ -241,7 +205,7 @@ void System<D>::add_stencils(std::vector<Law> laws, const std::vector<std::array
     for (int i = 0; i < Law::K; ++i)
       for (int j = i + 1; j < Law::K; ++j)
         require(ends[k][i].type != ends[k][j].type || ends[k][i].nr != ends[k][j].nr,
-                [&] { return item() + ": the same connector twice (" + connector_name(ends[k][i]) + ")"; });
+                [&] { return item() + ": the same connector twice (" + model_.connector_name(ends[k][i]) + ")"; });
     std::array<VecD, Law::K> x;
     for (int i = 0; i < Law::K; ++i) x[i] = connector_pos(ends[k][i]);
     const char* refused = laws[k].take_rest_shape(x);
@@ -261,7 +225,7 @@ int System<D>::add_constraint(const DistanceConstraint& c) {
 
 template <int D>
 void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs, const Names& name) {
-  require_idle("add constraints");
+  sim_.require_idle("add constraints");
   const std::size_t n0 = model_.constraints.size();
   for (std::size_t k = 0; k < cs.size(); ++k) {
     const DistanceConstraint& c = cs[k];
@@ -285,9 +249,20 @@ void System<D>::add_constraints(const std::vector<DistanceConstraint>& cs, const
   changed(kTopology | kRods);
 }
 
+// Gravity beyond 1e6 m/s^2 (1e5 g) is no scene's: a step's round-off would swamp any motion.
+template <int D>
+void System<D>::set_gravity(const VecD& g) {
+  sim_.require_idle("change gravity");
+  require(g.allFinite(), "gravity contains NaN or Inf");
+  require(g.norm() <= 1e6, [&] {
+    return "gravity beyond 1e6 m/s^2 (got " + fmt(g.norm()) + "): use metres and seconds";
+  });
+  model_.gravity = g;
+}
+
 template <int D>
 void System<D>::set_mass(int i, double m) {
-  require_idle("change a mass");
+  sim_.require_idle("change a mass");
   require(std::isfinite(m) && m > 0,
           "Mass " + std::to_string(i) + ": mass must be positive, got " + fmt(m));
   model_.mass[i] = m;
@@ -296,7 +271,7 @@ void System<D>::set_mass(int i, double m) {
 
 template <int D>
 void System<D>::set_fix_pos(int k, const VecD& p) {
-  require_idle("move a fix");
+  sim_.require_idle("move a fix");
   require_magnitude(p, "Fix " + std::to_string(k) + ": position");
   // The fix moves there linearly during the next simulate() call, the first one included:
   // an anchor moved before the first call drags its rods from where they fit
@@ -320,7 +295,7 @@ void System<D>::set_vel(int i, const VecD& v) {
 
 template <int D>
 void System<D>::set_state(const State<D>& s) {
-  require_idle("set its state");
+  sim_.require_idle("set its state");
   const int n = D * num_masses();
   require(s.q.size() == n && s.v.size() == n && s.acc.size() == n && s.aux.size() == n,
           "state: position/velocity/acceleration arrays must have " + std::to_string(n) +
@@ -338,72 +313,14 @@ void System<D>::set_state(const State<D>& s) {
   changed(kRestore);  // error control starts afresh from a restored state
 }
 
-// ---------------------------------------------------------------- kinematics
-
-template <int D>
-typename System<D>::Kinematics System<D>::kinematics(const VectorXd& q, const VectorXd& v,
-                                                     const FixPath<D>& path, double t) const {
-  Kinematics k{&q, &v, {}, {}, t};
-  k.fix_pos.resize(num_fixes());
-  k.fix_vel.resize(num_fixes());
-  for (int j = 0; j < num_fixes(); ++j) {
-    k.fix_pos[j] = path.pos(j, t);
-    k.fix_vel[j] = path.vel(j);
-  }
-  return k;
-}
-
-template <int D>
-FixPath<D> System<D>::resting_path() const {
-  FixPath<D> p;
-  p.start = &state_.fix_pos;
-  p.target = &state_.fix_pos;
-  p.moving = false;
-  return p;
-}
-
 // ---------------------------------------------------------------- diagnostics
-
-template <int D>
-double System<D>::kinetic_energy() const {
-  double e = 0;
-  for (int i = 0; i < num_masses(); ++i) e += 0.5 * model_.mass[i] * vel(i).squaredNorm();
-  return e;
-}
-
-template <int D>
-double System<D>::potential_energy() const {
-  double e = 0;
-  for (int i = 0; i < num_masses(); ++i) e -= model_.mass[i] * gravity.dot(pos(i));
-  const FixPath<D> path = resting_path();
-  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
-  auto springs_energy = [&](std::size_t first, std::size_t last) {
-    double sum = 0;
-    for (std::size_t k = first; k < last; ++k) {
-      const Spring& s = model_.springs[k];
-      sum += spring_energy(s, (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm() - s.length);
-    }
-    return sum;
-  };
-  // In chunks at once for big systems, as assembly (error control checks it every step).
-  const long ns = static_cast<long>(model_.springs.size());
-  e += sum_over_chunks<double>(ns, split_work_ ? chunk_count(ns, kSpringGrain) : 1,
-                               [&](long first, long last) { return springs_energy(first, last); });
-  e += stencils_energy(kin);
-  e += self_contact_energy(kin);
-  if (!model_.colliders.empty())
-    for (const ContactForce& f : touches(kin).force) e += f.energy;
-  return e;
-}
-
-// ---------------------------------------------------------------- colliders
 
 template <int D>
 void System<D>::set_colliders(const std::vector<Vec3>& vertices,
                               const std::vector<std::array<int, 3>>& triangles,
                               const std::vector<double>& thickness,
                               const std::vector<double>& friction) {
-  require_idle("set colliders");
+  sim_.require_idle("set colliders");
   require(D == 3 || triangles.empty(),
           "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3d has them)");
   model_.colliders.set(vertices, triangles, thickness, friction);
@@ -414,7 +331,7 @@ template <int D>
 void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangles,
                                  const std::vector<std::array<int, 2>>& edges, std::vector<double> distance,
                                  std::vector<double> friction) {
-  require_idle("set self-collision");
+  sim_.require_idle("set self-collision");
   const auto n = static_cast<std::size_t>(num_vertices());
   // One value for all: copied out first, since assign() may free the storage it reads from
   // (libc++ does: the release wheels read the distance as 0; test_bad_self_contact_input_is_refused).
@@ -423,8 +340,7 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
   const bool off = std::all_of(distance.begin(), distance.end(), [](double d) { return d == 0; });
   require(D == 3 || off || (triangles.empty() && edges.empty()),
           "self-collision is for 3-D systems (MassSpringSystem3d); this one is 2-D");
-  const FixPath<D> path = resting_path();
-  const std::vector<Vec3> built = vertex_points(kinematics(state_.q, state_.v, path, state_.time));
+  const std::vector<Vec3> built = vertex_points();
   SelfContact next;
   next.set(built, triangles, edges, distance, friction);
   if constexpr (D == 3) {
@@ -443,160 +359,21 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
                        metres(closest) + ", or a finer mesh");
   }
   model_.self_contact = std::move(next);
-  self_pairs_.clear();
-  self_listed_at_.clear();
-  self_touching_ = false;
-  self_margins_.clear();
-  changed(kColliders);  // the energy at stake changed
-}
-
-template <int D>
-std::vector<Vec3> System<D>::vertex_points(const Kinematics& kin) const {
-  std::vector<Vec3> x(num_vertices(), Vec3::Zero());
-  for (int i = 0; i < num_vertices(); ++i) x[i].template head<D>() = kin.pos(vertex(i));
-  return x;
-}
-
-template <int D>
-ContactForce System<D>::contact(const Kinematics& kin, int i, bool definite,
-                                std::vector<ContactState>* states) const {
-  if constexpr (D != 3) {
-    return {};
-  } else {
-    ContactForce sum;
-    if (model_.colliders.empty()) return sum;
-    const Vec3 p = kin.q->template segment<3>(3 * i), v = kin.v->template segment<3>(3 * i);
-    const double g_ref = contact_gravity();
-    model_.colliders.contacts(p, kin.t, v, [&](const ContactPoint& point) {
-      ContactPoint c = point;
-      // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
-      // it leaves out that of compressed springs (and see contact_force).
-      if (definite) c.curvature.setZero();
-      if (states)
-        states->push_back({i, c.normal, c.surface_velocity, c.thickness - c.distance, contact_ramp(c.thickness),
-                           c.friction > 0});
-      // Its speed toward or along the collider where the step started (the state: a
-      // constant within the step, so the derivatives stay exact).
-      const double speed = (state_.v.template segment<3>(3 * i) - c.surface_velocity).norm();
-      const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i], speed);
-      const ContactForce f = contact_force(c, model_.mass[i], k, v, g_ref, definite);
-      sum.f += f.f;
-      sum.A += f.A;
-      sum.B += f.B;
-      sum.energy += f.energy;
-    });
-    return sum;
-  }
-}
-
-template <int D>
-void System<D>::limit_contact_corrections(const VectorXd& acc_before, double bq,
-                                          const VectorXd& v_before, const VectorXd& v_pred,
-                                          double bv, VectorXd& acc) const {
-  if constexpr (D == 3) {
-    const double eps = friction_speed(contact_gravity());
-    for (const ContactState& c : contacts_) {
-      auto a = acc.template segment<3>(3 * c.mass);
-      // Out of a deep contact: to the middle of the smooth band instead.
-      const double rise = bq * c.normal.dot(a - acc_before.template segment<3>(3 * c.mass));
-      if (c.penetration > c.ramp && c.penetration - rise < 0)
-        a -= c.normal * ((rise - (c.penetration - 0.5 * c.ramp)) / bq);
-      if (!c.friction) continue;
-      const Mat3 P = Mat3::Identity() - c.normal * c.normal.transpose();
-      const Vec3 before = P * (v_before.template segment<3>(3 * c.mass) - c.surface_velocity);
-      const Vec3 after = P * (v_pred.template segment<3>(3 * c.mass) + bv * a - c.surface_velocity);
-      if (before.norm() > eps && before.dot(after) < 0) a -= after / bv;
-    }
-  }
-}
-
-template <int D>
-VectorXd System<D>::contact_forces() const {
-  VectorXd f = VectorXd::Zero(D * num_masses());
-  const FixPath<D> path = resting_path();
-  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
-  for (int i = 0; i < num_masses(); ++i)
-    if constexpr (D == 3) f.template segment<3>(3 * i) = contact(kin, i, false).f;
-  return f;
+  changed(kSelfContact);
 }
 
 template <int D>
 double System<D>::max_constraint_violation() const {
-  const FixPath<D> path = resting_path();
-  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   double worst = 0;
   for (const DistanceConstraint& c : model_.constraints)
-    worst = std::max(worst, std::abs((kin.pos(c.c[1]) - kin.pos(c.c[0])).norm() - c.length));
+    worst = std::max(worst, std::abs((connector_pos(c.c[1]) - connector_pos(c.c[0])).norm() - c.length));
   return worst;
 }
 
-// A rod's end as messages name it: "vertex 7" in a system built from arrays (the caller's
-// numbering, e.g. a mesh's), else "mass 3" or "fix 0".
 template <int D>
-std::string System<D>::connector_name(const Connector& c) const {
-  for (std::size_t v = 0; v < model_.vertices.size(); ++v)
-    if (model_.vertices[v].type == c.type && model_.vertices[v].nr == c.nr) return "vertex " + std::to_string(v);
-  return (c.type == FIX ? "fix " : "mass ") + std::to_string(c.nr);
-}
-
-// A rod that starts longer or shorter than the distance of its ends would be snapped to
-// its length in the first step, throwing its masses at hundreds of m/s: refuse it. The
-// allowance (0.1 % of the length) passes what a solved step leaves, so a checkpoint
-// restores (test_a_rod_that_contradicts_the_positions_is_refused).
-template <int D>
-void System<D>::require_rods_fit_positions() {
-  if (!rods_unchecked_) return;
-  const Kinematics kin = kinematics(state_.q, state_.v, resting_path(), state_.time);
-  for (std::size_t j = 0; j < model_.constraints.size(); ++j) {
-    const DistanceConstraint& c = model_.constraints[j];
-    const double apart = (kin.pos(c.c[1]) - kin.pos(c.c[0])).norm();
-    if (std::abs(apart - c.length) > 1e-3 * c.length)
-      throw InputError("DistanceConstraint " + std::to_string(j) + " (" + connector_name(c.c[0]) +
-                       " - " + connector_name(c.c[1]) + ") has length " + fmt(c.length) +
-                       " but its ends are " + fmt(apart) + " apart at t=" + fmt(state_.time) +
-                       ": a rod cannot start stretched or compressed (the first step would "
-                       "snap its ends together). Give it the distance of its ends as its "
-                       "length, or move them to its length");
-  }
-  rods_checked_q_ = state_.q;
-  rods_checked_fix_pos_ = state_.fix_pos;
-  rods_unchecked_ = false;
-}
-
-template <int D>
-double System<D>::constraint_force(int j) {
-  require(j >= 0 && j < static_cast<int>(model_.constraints.size()), "no rod with index " + std::to_string(j));
-  return constraint_forces()(j);
-}
-
-template <int D>
-VectorXd System<D>::constraint_forces() {
-  // The multipliers are the state's once a step has made it consistent. Before that (a new
-  // system, or set_state without consistent multipliers) they are solved for at this
-  // instant, fixes at rest, without changing the state: a rod holding a weight reads the
-  // weight before the first step, not 0 (test_rod_forces_are_known_before_the_first_step).
-  VectorXd lam = state_.lam;
-  if (!state_.consistent && !model_.constraints.empty() && num_masses() > 0) {
-    require_idle("reading rod forces");
-    ensure_pattern();
-    VectorXd acc;
-    consistent_acceleration(state_.q, state_.v, state_.time, resting_path(), acc, lam);
-  }
-  auto at = [&](const Connector& k) { return k.type == MASS ? pos(k.nr) : state_.fix_pos[k.nr]; };
-  VectorXd f(static_cast<Eigen::Index>(model_.constraints.size()));
-  for (Eigen::Index j = 0; j < f.size(); ++j) {
-    const DistanceConstraint& c = model_.constraints[static_cast<size_t>(j)];
-    f(j) = lam(j) * (at(c.c[1]) - at(c.c[0])).norm() / c.length;  // lam scaled by |d|/L0
-  }
-  return f;
-}
-
-template <int D>
-VectorXd System<D>::precondition(const VectorXd& b, bool rebuild, bool keep_aggregates) {
-  require(pattern_ready_ && total_steps > 0, "precondition needs the Newton matrix of a step: "
-          "simulate at least one step first");
-  VectorXd x = lin_.precondition(b, rebuild, keep_aggregates);
-  require(x.size() == b.size(), "the preconditioner could not be built");
+std::vector<Vec3> System<D>::vertex_points() const {
+  std::vector<Vec3> x(num_vertices(), Vec3::Zero());
+  for (int i = 0; i < num_vertices(); ++i) x[i].template head<D>() = vertex_pos(i);
   return x;
 }
 

@@ -74,6 +74,22 @@ def test_nan_anywhere(mss, bad):
         mss.simulate(bad, 10)
 
 
+def test_a_refused_setting_keeps_its_value(mss):
+    """A value refused leaves the setting as it was: gravity used to be stored first and
+    checked after, so a NaN raised and still reached the next step."""
+    mss.gravity = [0, -9.81, 0]
+    mss.rho_inf = 0.5
+    mss.tolerance = 1e-3
+    for name, bad in [("gravity", [0, math.nan, 0]), ("gravity", [0, -1e7, 0]), ("rho_inf", 1.5),
+                      ("rho_inf", math.nan), ("tolerance", 1e-12), ("newton_tol", 0.0),
+                      ("max_newton_iterations", 0), ("max_halvings", 61)]:
+        before = getattr(mss, name)
+        with pytest.raises(ValueError, match=name):
+            setattr(mss, name, bad)
+        assert getattr(mss, name) == before, name
+    assert mss.gravity == (0, -9.81, 0)
+
+
 def test_bad_simulate_arguments(mss):
     with pytest.raises(ValueError, match="steps must be >= 1"):
         mss.simulate(1.0, 0)

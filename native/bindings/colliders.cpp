@@ -91,7 +91,7 @@ void bind_colliders(SystemClass<D>& cls) {
                              [](const S& s) { return s.colliders().num_triangles(); })
       .def("contact_forces",
            [](const S& s) {
-             const VectorXd f = s.contact_forces();
+             const VectorXd f = s.simulator().contact_forces();
              return as_array(f, s.num_masses(), D);
            },
            "Force of the colliders on each mass now, shape (masses, D): penalty, damping "

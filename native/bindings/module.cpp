@@ -94,10 +94,10 @@ PYBIND11_MODULE(_core, m) {
   m.attr("FIX") = static_cast<int>(FIX);
   m.attr("MASS") = static_cast<int>(MASS);
   bind_parallel(m);
-  m.attr("SPLIT_MIN_MASSES") = System<3>::kSplitMinMasses;
+  m.attr("SPLIT_MIN_MASSES") = Simulator<3>::kSplitMinMasses;
   m.attr("SPLIT_MIN_VECTOR_LENGTH") = 2 * ms::kVectorGrain;  // two chunks from here on
-  m.attr("MULTIGRID_MIN_MASSES") = System<3>::kMultigridMinMasses;
-  m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = System<3>::kMultigridMinMassesControlled;
+  m.attr("MULTIGRID_MIN_MASSES") = Simulator<3>::kMultigridMinMasses;
+  m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = Simulator<3>::kMultigridMinMassesControlled;
   m.attr("INTEGRATOR_TABLE") = integrator_table();
   py::module_ laws = m.def_submodule("laws");
   bind_laws(laws);

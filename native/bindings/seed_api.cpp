@@ -315,7 +315,7 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
             return py::make_tuple(c.c[0], c.c[1]);
           })
       .def_property_readonly(
-          "force", [](const ConstraintRef<D>& r) { return r.sys->constraint_force(r.i); },
+          "force", [](const ConstraintRef<D>& r) { return r.sys->simulator().constraint_force(r.i); },
           "Rod tension (positive pulls the ends together) at the current time; before the "
           "first step, solved for at that instant.");
 
@@ -353,15 +353,8 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
       .def(py::init<>())
       .def_property_readonly_static("dim", [](py::object) { return D; })
       .def_property(
-          "gravity", [](const S& s) { return to_tuple<D>(s.gravity); },
-          [](S& s, const std::vector<double>& g) {
-            s.gravity = to_vec<D>(g, "gravity");
-            if (!s.gravity.allFinite()) throw InputError("gravity contains NaN or Inf");
-            // 1e6 m/s^2 (1e5 g): beyond it a step's round-off swamps any motion.
-            if (s.gravity.norm() > 1e6)
-              throw InputError("gravity beyond 1e6 m/s^2 (got " + std::to_string(s.gravity.norm()) +
-                               "): use metres and seconds");
-          })
+          "gravity", [](const S& s) { return to_tuple<D>(s.gravity()); },
+          [](S& s, const std::vector<double>& g) { s.set_gravity(to_vec<D>(g, "gravity")); })
       // -- building
       .def("add",
            [](S& s, const MassSpec& x) {
@@ -411,7 +404,7 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
       .def("max_constraint_violation", &S::max_constraint_violation)
       .def_property_readonly("constraint_forces",
                              [](S& s) {
-                               const VectorXd f = s.constraint_forces();
+                               const VectorXd f = s.simulator().constraint_forces();
                                return as_array(f, f.size(), 0);
                              })
       .def("__repr__", [name](const S& s) {

@@ -166,7 +166,7 @@ struct ContactForce {
   double energy = 0;  // elastic energy stored in the penalty
 };
 
-// Where a mass touches, as Newton's corrections need it (System::limit_contact_corrections).
+// Where a mass touches, as Newton's corrections need it (Simulator::limit_contact_corrections).
 struct ContactState {
   int mass = -1;
   Vec3 normal = Vec3::Zero(), surface_velocity = Vec3::Zero();

@@ -19,7 +19,7 @@
 // vertices that end it within a margin of their predicted end; after the step,
 // continuous detection over the straight paths of the vertices (SelfContact::crossing)
 // rejects a step in which two parts passed through each other, and a step whose vertices
-// ended farther from the prediction is rejected too (System::self_crossing). Pairs of
+// ended farther from the prediction is rejected too (Simulator::self_crossing). Pairs of
 // fixes only are left out.
 #pragma once
 

@@ -1,11 +1,11 @@
 // Assembly: the forces F = f - G^T lam, the constraint values g and the Newton matrix of
-// System<D>, summed element by element from the force laws of laws.hpp; and the matrix's
+// Simulator<D>, summed element by element from the force laws of laws.hpp; and the matrix's
 // sparsity pattern, set up once per topology.
 #include <algorithm>
 #include <vector>
 
 #include "forces/laws.hpp"
-#include "system.hpp"
+#include "time/simulator.hpp"
 
 namespace ms {
 
@@ -23,7 +23,7 @@ struct TripletSink {
 //     cM * M - cK * dF/dq - cV * dF/dv     in the mass rows and columns,
 //     G^T in the multiplier columns, G in the multiplier rows, 0 on their diagonal.
 template <int D>
-void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
+void Simulator<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, double cK,
                          double cV, VectorXd* F, VectorXd* g, ElementMatrix* matrix,
                          std::vector<ContactState>* contacts) const {
   const int nm = num_masses();
@@ -48,8 +48,8 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
     double largest = 0;
     for (int i = 0; i < nm; ++i) {
       if (F) {
-        F->template segment<D>(D * i) = model_.mass[i] * gravity;
-        largest = std::max(largest, model_.mass[i] * gravity.cwiseAbs().maxCoeff());
+        F->template segment<D>(D * i) = model_.mass[i] * model_.gravity;
+        largest = std::max(largest, model_.mass[i] * model_.gravity.cwiseAbs().maxCoeff());
       }
       if (matrix) matrix->set_mass(i, cM * model_.mass[i]);
     }
@@ -138,7 +138,7 @@ void System<D>::assemble(const Kinematics& kin, const VectorXd& lam, double cM, 
 // Which stencils' Newton blocks are outer products while Newton's matrix is projected:
 // those of laws whose projected matrix is one.
 template <int D>
-std::vector<char> System<D>::stencil_outer_layout() const {
+std::vector<char> Simulator<D>::stencil_outer_layout() const {
   std::vector<char> outer;
   for_each_set(model_.stencils, [&](const auto& set) {
     using Law = typename std::decay_t<decltype(set)>::Law;
@@ -148,7 +148,7 @@ std::vector<char> System<D>::stencil_outer_layout() const {
 }
 
 template <int D>
-std::vector<int> System<D>::stencil_layout() const {
+std::vector<int> Simulator<D>::stencil_layout() const {
   std::vector<int> start{0};
   for_each_set(model_.stencils, [&](const auto& set) {
     for (std::size_t e = 0; e < set.size(); ++e) start.push_back(start.back() + set.K);
@@ -158,7 +158,7 @@ std::vector<int> System<D>::stencil_layout() const {
 
 template <int D>
 template <class Set, int K>
-void System<D>::stencil_vertices(const Kinematics& kin, const Set& set, std::size_t e, std::array<VecD, K>& x,
+void Simulator<D>::stencil_vertices(const Kinematics& kin, const Set& set, std::size_t e, std::array<VecD, K>& x,
                                  std::array<VecD, K>& v, std::array<int, K>& nodes) const {
   for (int j = 0; j < K; ++j) {
     const Connector& c = set.ends[e][j];
@@ -173,7 +173,7 @@ void System<D>::stencil_vertices(const Kinematics& kin, const Set& set, std::siz
 // (-1: a fix).
 template <int D>
 template <class F>
-void System<D>::each_stencil(const Kinematics& kin, const F& f) const {
+void Simulator<D>::each_stencil(const Kinematics& kin, const F& f) const {
   for_each_set(model_.stencils, [&](const auto& set) {
     constexpr int K = std::decay_t<decltype(set)>::K;
     std::array<VecD, K> x, v;
@@ -186,7 +186,7 @@ void System<D>::each_stencil(const Kinematics& kin, const F& f) const {
 }
 
 template <int D>
-std::vector<ChunkPlan> System<D>::plan_stencil_chunks() const {
+std::vector<ChunkPlan> Simulator<D>::plan_stencil_chunks() const {
   std::vector<ChunkPlan> plans;
   for_each_set(model_.stencils, [&](const auto& set) {
     const long n = static_cast<long>(set.size());
@@ -202,7 +202,7 @@ std::vector<ChunkPlan> System<D>::plan_stencil_chunks() const {
 // into its own sum (added in chunk order) and writes its own stencils' blocks, so the
 // result has the same bits on any number of workers.
 template <int D>
-double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F,
+double Simulator<D>::add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F,
                                ElementMatrix* matrix) const {
   const std::vector<ChunkPlan> planned = pattern_ready_ ? std::vector<ChunkPlan>() : plan_stencil_chunks();
   const std::vector<ChunkPlan>& plans = pattern_ready_ ? stencil_chunks_ : planned;
@@ -261,7 +261,7 @@ double System<D>::add_stencils(const Kinematics& kin, double cK, double cV, Vect
 // The self-contact pairs listed for the step (list_self_pairs), one after the other: a
 // few per vertex at most, where they touch.
 template <int D>
-double System<D>::add_self_contact(const Kinematics& kin, double cK, double cV, VectorXd* F,
+double Simulator<D>::add_self_contact(const Kinematics& kin, double cK, double cV, VectorXd* F,
                                    ElementMatrix* matrix) const {
   double largest = 0;
   if constexpr (D == 3) {
@@ -290,7 +290,7 @@ double System<D>::add_self_contact(const Kinematics& kin, double cK, double cV, 
 }
 
 template <int D>
-double System<D>::self_contact_energy(const Kinematics& kin) const {
+double Simulator<D>::self_contact_energy(const Kinematics& kin) const {
   double energy = 0;
   if constexpr (D == 3) {
     for (const SelfContactPair& pair : self_pairs_) {
@@ -306,7 +306,7 @@ double System<D>::self_contact_energy(const Kinematics& kin) const {
 }
 
 template <int D>
-double System<D>::max_spring_stiffness() const {
+double Simulator<D>::max_spring_stiffness() const {
   double largest = 0.0;
   for (const Spring& s : model_.springs) largest = std::max(largest, s.stiffness);
   return largest;
@@ -317,7 +317,7 @@ double System<D>::max_spring_stiffness() const {
 // position error of one ulp makes, which Newton's tolerance must stay above (a bent wire
 // far from the origin: test_bending_far_from_the_origin_converges).
 template <int D>
-double System<D>::stencils_stiffness() const {
+double Simulator<D>::stencils_stiffness() const {
   const FixPath<D> path = resting_path();
   double largest = 0.0;
   each_stencil(kinematics(state_.q, state_.v, path, state_.time),
@@ -328,7 +328,7 @@ double System<D>::stencils_stiffness() const {
 }
 
 template <int D>
-double System<D>::stencils_energy(const Kinematics& kin) const {
+double Simulator<D>::stencils_energy(const Kinematics& kin) const {
   double energy = 0;
   each_stencil(kin, [&](const auto& law, const auto& x, const auto& v, const auto&) {
     energy += law.template terms<D>(x, v, Need::kEnergy).energy;
@@ -337,7 +337,7 @@ double System<D>::stencils_energy(const Kinematics& kin) const {
 }
 
 template <int D>
-typename System<D>::SpringChunks System<D>::plan_spring_chunks() const {
+typename Simulator<D>::SpringChunks Simulator<D>::plan_spring_chunks() const {
   SpringChunks plan;
   const long ns = static_cast<long>(model_.springs.size());
   const int chunks = num_masses() >= kSplitMinMasses ? chunk_count(ns, kSpringGrain) : 1;
@@ -354,7 +354,7 @@ typename System<D>::SpringChunks System<D>::plan_spring_chunks() const {
 }
 
 template <int D>
-typename System<D>::Touches System<D>::touches(const Kinematics& kin) const {
+typename Simulator<D>::Touches Simulator<D>::touches(const Kinematics& kin) const {
   const int nm = num_masses();
   const bool definite = definite_newton_;
   auto find = [&](int first, int last) {
@@ -386,13 +386,13 @@ typename System<D>::Touches System<D>::touches(const Kinematics& kin) const {
 }
 
 template <int D>
-void System<D>::forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F,
+void Simulator<D>::forces(const Kinematics& kin, const VectorXd& lam, VectorXd& F,
                        VectorXd& g) const {
   assemble(kin, lam, 0.0, 0.0, 0.0, &F, &g, nullptr);
 }
 
 template <int D>
-void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM,
+void Simulator<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, double cM,
                                   double cK, double cV, VectorXd& F, VectorXd& g,
                                   NewtonLinearSolver& target) {
   ensure_pattern();
@@ -401,14 +401,14 @@ void System<D>::forces_and_matrix(const Kinematics& kin, const VectorXd& lam, do
 }
 
 template <int D>
-void System<D>::evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
+void Simulator<D>::evaluate(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
                          VectorXd& F, VectorXd& g) const {
   const FixPath<D> path = resting_path();
   forces(kinematics(q, v, path, state_.time), lam, F, g);
 }
 
 template <int D>
-void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
+void Simulator<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& lam,
                          std::vector<Eigen::Triplet<double>>& d_qlam,
                          std::vector<Eigen::Triplet<double>>& d_v) const {
   const FixPath<D> path = resting_path();
@@ -437,7 +437,7 @@ void System<D>::jacobian(const VectorXd& q, const VectorXd& v, const VectorXd& l
 }
 
 template <int D>
-double System<D>::length_scale() {
+double Simulator<D>::length_scale() {
   ensure_pattern();
   return length_scale_;
 }
@@ -446,7 +446,7 @@ double System<D>::length_scale() {
 // their masses, which the multigrid hierarchy leaves out (SmoothedAggregation::leave_out):
 // bending springs beside a cloth's own (test_soft_springs_are_left_out_of_the_hierarchy).
 template <int D>
-std::vector<char> System<D>::soft_springs() const {
+std::vector<char> Simulator<D>::soft_springs() const {
   constexpr double kSoftSpringShare = 0.25;
   std::vector<double> stiffest(num_masses(), 0.0);
   for (const Spring& s : model_.springs)
@@ -466,14 +466,14 @@ std::vector<char> System<D>::soft_springs() const {
 }
 
 template <int D>
-double System<D>::mean_spring_neighbours() const {
+double Simulator<D>::mean_spring_neighbours() const {
   long ends = 0;  // of springs between two masses
   for (const Spring& s : model_.springs) ends += 2 * (s.c[0].type == MASS && s.c[1].type == MASS);
   return num_masses() > 0 ? static_cast<double>(ends) / num_masses() : 0.0;
 }
 
 template <int D>
-void System<D>::ensure_pattern() {
+void Simulator<D>::ensure_pattern() {
   if (pattern_ready_) return;
   // Length scale for the Newton tolerance: the mean element length, else the extent.
   double sum = 0;
@@ -533,26 +533,26 @@ void System<D>::ensure_pattern() {
 }
 
 
-// The members defined in this file; the class is instantiated in system.cpp.
+// The members defined in this file; the class is instantiated in time/simulator.cpp.
 #define MS_INSTANTIATE(D)                                                                  \
-  template void System<D>::assemble(const Kinematics&, const VectorXd&, double, double,    \
+  template void Simulator<D>::assemble(const Kinematics&, const VectorXd&, double, double,    \
                                     double, VectorXd*, VectorXd*, ElementMatrix*,          \
                                     std::vector<ContactState>*) const;                     \
-  template void System<D>::forces(const Kinematics&, const VectorXd&, VectorXd&,           \
+  template void Simulator<D>::forces(const Kinematics&, const VectorXd&, VectorXd&,           \
                                   VectorXd&) const;                                        \
-  template void System<D>::forces_and_matrix(const Kinematics&, const VectorXd&, double,   \
+  template void Simulator<D>::forces_and_matrix(const Kinematics&, const VectorXd&, double,   \
                                              double, double, VectorXd&, VectorXd&,         \
                                              NewtonLinearSolver&);                         \
-  template void System<D>::evaluate(const VectorXd&, const VectorXd&, const VectorXd&,     \
+  template void Simulator<D>::evaluate(const VectorXd&, const VectorXd&, const VectorXd&,     \
                                     VectorXd&, VectorXd&) const;                           \
-  template void System<D>::jacobian(const VectorXd&, const VectorXd&, const VectorXd&,     \
+  template void Simulator<D>::jacobian(const VectorXd&, const VectorXd&, const VectorXd&,     \
                                     std::vector<Eigen::Triplet<double>>&,                  \
                                     std::vector<Eigen::Triplet<double>>&) const;           \
-  template double System<D>::length_scale();                                              \
-  template std::vector<char> System<D>::soft_springs() const;                             \
-  template double System<D>::stencils_energy(const Kinematics&) const;                    \
-  template double System<D>::self_contact_energy(const Kinematics&) const;                \
-  template void System<D>::ensure_pattern();
+  template double Simulator<D>::length_scale();                                              \
+  template std::vector<char> Simulator<D>::soft_springs() const;                             \
+  template double Simulator<D>::stencils_energy(const Kinematics&) const;                    \
+  template double Simulator<D>::self_contact_energy(const Kinematics&) const;                \
+  template void Simulator<D>::ensure_pattern();
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)
 #undef MS_INSTANTIATE

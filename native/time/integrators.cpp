@@ -1,4 +1,4 @@
-// Time integration of System<D>: the Newmark family (generalized-alpha, Newmark, implicit
+// Time integration of Simulator<D>: the Newmark family (generalized-alpha, Newmark, implicit
 // Euler) solved by Newton on (q'', lam) with an index-3 constraint row scaled by 1/(beta h^2),
 // and the explicit methods of the seeds' 1-D page.
 #include <Eigen/Eigenvalues>
@@ -10,7 +10,7 @@
 #include "time/integrators.hpp"
 #include "time/newmark.hpp"
 #include "time/newton.hpp"
-#include "system.hpp"
+#include "time/simulator.hpp"
 
 namespace ms {
 
@@ -64,7 +64,7 @@ std::string fmt(double x) {
 }  // namespace
 
 template <int D>
-void System<D>::consistent_acceleration(const VectorXd& q, const VectorXd& v, double t,
+void Simulator<D>::consistent_acceleration(const VectorXd& q, const VectorXd& v, double t,
                                         const FixPath<D>& path, VectorXd& acc,
                                         VectorXd& lam) {
   // Solve [M G^T; G 0] [acc; lam] = [f(q, v); -|d'|^2 / L0]: the equations of motion and
@@ -105,7 +105,7 @@ void System<D>::consistent_acceleration(const VectorXd& q, const VectorXd& v, do
 }
 
 template <int D>
-void System<D>::make_consistent(const FixPath<D>& path, double h) {
+void Simulator<D>::make_consistent(const FixPath<D>& path, double h) {
   consistent_acceleration(state_.q, state_.v, state_.time, path, state_.acc, state_.lam);
   state_.aux = state_.acc;
   // Generalized-alpha is second order in every variable only if its auxiliary
@@ -127,7 +127,7 @@ void System<D>::make_consistent(const FixPath<D>& path, double h) {
 }
 
 template <int D>
-bool System<D>::reproject_accelerations() const {
+bool Simulator<D>::reproject_accelerations() const {
   if (model_.constraints.empty()) return false;
   // Newmark (rho_inf = 1) and generalized-alpha close to it, whose multipliers otherwise
   // grow on a double pendulum within seconds (test_undamped_alpha_stays_stable_on_long_
@@ -137,7 +137,7 @@ bool System<D>::reproject_accelerations() const {
 }
 
 template <int D>
-double System<D>::correction_error(const VectorXd& delta, double acc_tol, double round_off) const {
+double Simulator<D>::correction_error(const VectorXd& delta, double acc_tol, double round_off) const {
   const int nm = D * num_masses();
   VectorXd rods;  // the rods' share G^T dlam, from the Newton matrix's column block
   if (delta.size() > nm) {
@@ -160,7 +160,7 @@ double System<D>::correction_error(const VectorXd& delta, double acc_tol, double
 }
 
 template <int D>
-NewmarkStep System<D>::predict(double h, IntegratorKind kind, double& acc_max) const {
+NewmarkStep Simulator<D>::predict(double h, IntegratorKind kind, double& acc_max) const {
   const State<D>& s = state_;
   const int nm = D * num_masses();
   NewmarkStep step = newmark_coefficients(kind, rho_inf, h);
@@ -175,7 +175,7 @@ NewmarkStep System<D>::predict(double h, IntegratorKind kind, double& acc_max) c
 }
 
 template <int D>
-void System<D>::commit_step(const NewmarkStep& step, const VectorXd& q1, const VectorXd& v1,
+void Simulator<D>::commit_step(const NewmarkStep& step, const VectorXd& q1, const VectorXd& v1,
                             const VectorXd& acc, const VectorXd& lam, double t1) {
   const int nm = D * num_masses();
   // Copied into the state's own vectors, in chunks: they keep their memory, which a
@@ -193,7 +193,7 @@ void System<D>::commit_step(const NewmarkStep& step, const VectorXd& q1, const V
 }
 
 template <int D>
-typename System<D>::NewtonResidual System<D>::newton_residual(const VectorXd& F, const VectorXd& g, const VectorXd& acc,
+typename Simulator<D>::NewtonResidual Simulator<D>::newton_residual(const VectorXd& F, const VectorXd& g, const VectorXd& acc,
                                                              double q_max, double acc_tol, double pos_tol, double bq,
                                                              VectorXd& rhs) const {
   const int nm = D * num_masses(), nc = static_cast<int>(model_.constraints.size());
@@ -234,7 +234,7 @@ typename System<D>::NewtonResidual System<D>::newton_residual(const VectorXd& F,
 
 // Newton's iterate and what it carries from one iteration to the next.
 template <int D>
-struct System<D>::NewtonIteration {
+struct Simulator<D>::NewtonIteration {
   VectorXd acc, lam;           // the iterate: the new accelerations and multipliers
   VectorXd acc_prev, lam_prev;  // before the last full correction (for a halved one)
   VectorXd q1, v1, F, g;       // positions, velocities, forces and constraints at the iterate
@@ -248,12 +248,12 @@ struct System<D>::NewtonIteration {
 };
 
 template <int D>
-NewtonSettings System<D>::newton_settings() const {
+NewtonSettings Simulator<D>::newton_settings() const {
   return {newton_tol, tolerance, length_scale_, error_scale_};
 }
 
 template <int D>
-bool System<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step, double h, IntegratorKind kind,
+bool Simulator<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step, double h, IntegratorKind kind,
                             int it, const FixPath<D>& path, bool early, std::string& why) {
   const int nm = D * num_masses();
   const double t1 = state_.time + h;
@@ -289,7 +289,7 @@ bool System<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step, d
 }
 
 template <int D>
-bool System<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, const NewtonTolerances& tol,
+bool Simulator<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, const NewtonTolerances& tol,
                                double round_off) {
   const int nm = D * num_masses();
   const int nc = static_cast<int>(model_.constraints.size());
@@ -341,7 +341,7 @@ bool System<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, cons
 // springs and can grow while the iterate gets closer, so that more halvings stall Newton;
 // a pendulum stepped at 1e-7 s still needs the one (test_newton_converges_for_any_step_size).
 template <int D>
-bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
+bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
   step_cure_.clear();
   const State<D>& s = state_;
   const int nm = D * num_masses();
@@ -351,7 +351,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
   double acc_max;
   const NewmarkStep step = predict(h, kind, acc_max);
   const double t1 = s.time + h;
-  const NewtonTolerances tol = newton_tolerances(newton_settings(), gravity.norm(), acc_max, step.bq);
+  const NewtonTolerances tol = newton_tolerances(newton_settings(), model_.gravity.norm(), acc_max, step.bq);
   NewtonIteration n;
   // Initial guess: see NewtonPredictor. The last acceleration alone is far off in stiff
   // springs: bq times its error is a position error of hundreds of amplitudes, where the
@@ -426,7 +426,7 @@ bool System<D>::implicit_step(double h, const FixPath<D>& path, std::string& why
 }
 
 template <int D>
-bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why) {
+bool Simulator<D>::explicit_step(double h, const FixPath<D>& path, std::string& why) {
   step_cure_.clear();
   list_self_pairs(h, path);
   const VectorXd no_lam;
@@ -487,7 +487,7 @@ bool System<D>::explicit_step(double h, const FixPath<D>& path, std::string& why
 // error control swings on its pins until its creases fold through
 // (test_a_flat_rod_plate_is_named_as_the_cause, test_flat_rod_plate_names_the_cause).
 template <int D>
-std::string System<D>::flat_rod_diagnosis(const VectorXd& q, const std::vector<VecD>& fix_pos,
+std::string Simulator<D>::flat_rod_diagnosis(const VectorXd& q, const std::vector<VecD>& fix_pos,
                                           bool at_start) const {
   using MatD = Eigen::Matrix<double, D, D>;
   std::vector<MatD> spread(num_masses(), MatD::Zero());
@@ -538,7 +538,7 @@ std::string System<D>::flat_rod_diagnosis(const VectorXd& q, const std::vector<V
 }
 
 template <int D>
-std::string System<D>::failure_cures(const std::string& usual) const {
+std::string Simulator<D>::failure_cures(const std::string& usual) const {
   if (model_.constraints.empty()) return usual;
   // A flat network that has since bent (a plate swinging on its pins) fails where its
   // creases fold through: named as it started (test_flat_rod_plate_names_the_cause).
@@ -550,7 +550,7 @@ std::string System<D>::failure_cures(const std::string& usual) const {
 }
 
 template <int D>
-void System<D>::require_bounded_positions() const {
+void Simulator<D>::require_bounded_positions() const {
   const double bound = 1e12 * length_scale_;
   if (state_.q.size() > 0 && state_.q.cwiseAbs().maxCoeff() > bound) {
     // Committed but absurd: the run has diverged, or flown off; no halving brings it back
@@ -563,7 +563,7 @@ void System<D>::require_bounded_positions() const {
 }
 
 template <int D>
-void System<D>::advance(double h, const FixPath<D>& path, int depth) {
+void Simulator<D>::advance(double h, const FixPath<D>& path, int depth) {
   std::string why;
   const bool ok = is_explicit(integrator) ? explicit_step(h, path, why)
                                           : implicit_step(h, path, why);
@@ -593,7 +593,7 @@ void System<D>::advance(double h, const FixPath<D>& path, int depth) {
 }
 
 template <int D>
-IntegratorKind System<D>::step_kind(double h, const FixPath<D>& path) const {
+IntegratorKind Simulator<D>::step_kind(double h, const FixPath<D>& path) const {
   if constexpr (D == 3) {
     if (self_touching_) return IntegratorKind::ImplicitEuler;  // as on a collider
     if (model_.colliders.empty() || integrator == IntegratorKind::ImplicitEuler) return integrator;
@@ -608,7 +608,7 @@ IntegratorKind System<D>::step_kind(double h, const FixPath<D>& path) const {
 }
 
 template <int D>
-std::string System<D>::collider_crossing(const VectorXd& q0, const VectorXd& q1, double t0, double t1) const {
+std::string Simulator<D>::collider_crossing(const VectorXd& q0, const VectorXd& q1, double t0, double t1) const {
   if constexpr (D != 3) {
     return {};
   } else {
@@ -626,7 +626,7 @@ std::string System<D>::collider_crossing(const VectorXd& q0, const VectorXd& q1,
 }
 
 template <int D>
-void System<D>::list_self_pairs(double h, const FixPath<D>& path) {
+void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
   self_touching_ = false;
   if constexpr (D == 3) {
     if (!model_.self_contact.enabled()) {
@@ -677,7 +677,7 @@ void System<D>::list_self_pairs(double h, const FixPath<D>& path) {
 }
 
 template <int D>
-std::vector<double> System<D>::vertex_inverse_masses() const {
+std::vector<double> Simulator<D>::vertex_inverse_masses() const {
   std::vector<double> inverse(num_vertices(), 0.0);
   for (int i = 0; i < num_vertices(); ++i) {
     const Connector c = vertex(i);
@@ -687,14 +687,14 @@ std::vector<double> System<D>::vertex_inverse_masses() const {
 }
 
 template <int D>
-const std::vector<double>& System<D>::self_margins() {
+const std::vector<double>& Simulator<D>::self_margins() {
   if (self_margins_.size() != static_cast<std::size_t>(num_vertices()))
     self_margins_.assign(num_vertices(), std::max(kMarginStart * model_.self_contact.distance(), least_self_margin()));
   return self_margins_;
 }
 
 template <int D>
-std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path) {
+std::string Simulator<D>::self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path) {
   if constexpr (D != 3) {
     return {};
   } else {
@@ -751,7 +751,7 @@ std::string System<D>::self_crossing(const VectorXd& q1, double t1, const FixPat
 }
 
 template <int D>
-double System<D>::rms_acceleration(const VectorXd& forces) const {
+double Simulator<D>::rms_acceleration(const VectorXd& forces) const {
   double sum = 0;
   for (int i = 0; i < num_masses(); ++i)
     sum += forces.template segment<D>(D * i).squaredNorm() / (model_.mass[i] * model_.mass[i]);
@@ -759,7 +759,7 @@ double System<D>::rms_acceleration(const VectorXd& forces) const {
 }
 
 template <int D>
-double System<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc1,
+double Simulator<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc1,
                                        double h, IntegratorKind kind) const {
   const Eigen::Index n = acc1.size();
   if (n == 0) return 0.0;
@@ -768,24 +768,24 @@ double System<D>::local_error_estimate(const VectorXd& acc0, const VectorXd& acc
 }
 
 template <int D>
-void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>& path) {
+void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<D>& path) {
   // Energy can only be checked where the physics cannot add any: fixes at rest.
   const bool check_energy = !path.moving && !model_.colliders.moving();
   // The energy at stake, independent of where the origin is: the weight times the
   // structure's size, plus the kinetic and spring energy it has now.
   double weight_energy = 0, gravity_potential = 0;
   for (int i = 0; i < num_masses(); ++i) {
-    weight_energy += model_.mass[i] * gravity.norm() * length_scale_;
-    gravity_potential -= model_.mass[i] * gravity.dot(pos(i));
+    weight_energy += model_.mass[i] * model_.gravity.norm() * length_scale_;
+    gravity_potential -= model_.mass[i] * model_.gravity.dot(pos(i));
   }
   const double energy_now = total_energy();
   const double energy_scale = weight_energy + std::abs(energy_now - gravity_potential);
   // Fixes that move add energy: the ceiling starts again after them.
-  if (!check_energy || gravity != ceiling_gravity_)
+  if (!check_energy || model_.gravity != ceiling_gravity_)
     energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
   if (check_energy && std::isnan(energy_ceiling_)) {
     energy_ceiling_ = energy_now;
-    ceiling_gravity_ = gravity;
+    ceiling_gravity_ = model_.gravity;
   }
   // The energy of the state the next step starts from (only while it is checked): an
   // accepted step's is the one it was checked with.
@@ -856,7 +856,7 @@ void System<D>::advance_controlled(double t_end, double h_max, const FixPath<D>&
 }
 
 template <int D>
-void System<D>::stop_if_interrupted(const FixPath<D>& path) {
+void Simulator<D>::stop_if_interrupted(const FixPath<D>& path) {
   if (!interrupted_ || !interrupted_()) return;
   state_.fix_pos = kinematics(state_.q, state_.v, path, state_.time).fix_pos;
   throw Interrupted("simulate() interrupted at t=" + fmt(state_.time) +
@@ -864,7 +864,7 @@ void System<D>::stop_if_interrupted(const FixPath<D>& path) {
 }
 
 template <int D>
-void System<D>::simulate(double tend, int steps, std::function<bool()> interrupted) {
+void Simulator<D>::simulate(double tend, int steps, std::function<bool()> interrupted) {
   if (busy_.exchange(true))
     throw SimulationError("simulate() is already running on this system in another thread: "
                           "one system can be simulated by one thread at a time");
@@ -899,18 +899,18 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
   if (num_masses() == 0) {
     state_.time += tend;
     state_.fix_pos = model_.fix_target;
-    model_.colliders.end_call();
+    colliders_.end_call();
     return;
   }
   require_rods_fit_positions();
   ensure_pattern();
-  model_.colliders.begin_call(state_.time, tend);
+  colliders_.begin_call(state_.time, tend);
   // However the call ends, the colliders stay where the state's time has them.
   struct CollidersGuard {
     Colliders& colliders;
     const double& time;
     ~CollidersGuard() { colliders.stop_at(time); }
-  } colliders_guard{model_.colliders, state_.time};
+  } colliders_guard{colliders_, state_.time};
   const std::vector<VecD> start = state_.fix_pos;
   FixPath<D> path;
   path.t0 = state_.time;
@@ -938,23 +938,23 @@ void System<D>::simulate(double tend, int steps, std::function<bool()> interrupt
     }
   }
   state_.fix_pos = model_.fix_target;
-  model_.colliders.end_call();
+  colliders_.end_call();
 }
 
-// The members defined in this file; the class is instantiated in system.cpp.
+// The members defined in this file; the class is instantiated in time/simulator.cpp.
 #define MS_INSTANTIATE(D)                                                              \
-  template void System<D>::make_consistent(const FixPath<D>&, double);                 \
-  template void System<D>::consistent_acceleration(const VectorXd&, const VectorXd&, double, \
+  template void Simulator<D>::make_consistent(const FixPath<D>&, double);                 \
+  template void Simulator<D>::consistent_acceleration(const VectorXd&, const VectorXd&, double, \
                                                    const FixPath<D>&, VectorXd&, VectorXd&); \
-  template bool System<D>::implicit_step(double, const FixPath<D>&, std::string&);     \
-  template bool System<D>::reproject_accelerations() const;                            \
-  template bool System<D>::explicit_step(double, const FixPath<D>&, std::string&);     \
-  template void System<D>::advance(double, const FixPath<D>&, int);                    \
-  template void System<D>::require_bounded_positions() const;                          \
-  template void System<D>::simulate(double, int, std::function<bool()>);               \
-  template double System<D>::rms_acceleration(const VectorXd&) const;                   \
-  template std::string System<D>::collider_crossing(const VectorXd&, const VectorXd&, double, double) const; \
-  template IntegratorKind System<D>::step_kind(double, const FixPath<D>&) const;
+  template bool Simulator<D>::implicit_step(double, const FixPath<D>&, std::string&);     \
+  template bool Simulator<D>::reproject_accelerations() const;                            \
+  template bool Simulator<D>::explicit_step(double, const FixPath<D>&, std::string&);     \
+  template void Simulator<D>::advance(double, const FixPath<D>&, int);                    \
+  template void Simulator<D>::require_bounded_positions() const;                          \
+  template void Simulator<D>::simulate(double, int, std::function<bool()>);               \
+  template double Simulator<D>::rms_acceleration(const VectorXd&) const;                   \
+  template std::string Simulator<D>::collider_crossing(const VectorXd&, const VectorXd&, double, double) const; \
+  template IntegratorKind Simulator<D>::step_kind(double, const FixPath<D>&) const;
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)
 #undef MS_INSTANTIATE

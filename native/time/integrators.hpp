@@ -51,7 +51,7 @@ inline std::string integrator_name(IntegratorKind k) { return integrator_info(k)
 // By table name, or "alpha" for generalized-alpha; InputError for an unknown name.
 IntegratorKind integrator_from_name(const std::string& name);
 
-// Step-size control of error-controlled runs (System::advance_controlled); err is a
+// Step-size control of error-controlled runs (Simulator::advance_controlled); err is a
 // step's local error in units of the tolerance. The local error is O(h^3).
 // The step to take of a proposed h with `left` to the end: the last step lands on the
 // end, and a step that would leave a sliver is split evenly.

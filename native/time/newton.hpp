@@ -1,6 +1,6 @@
 // The pieces of Newton's iteration in an implicit step that are pure functions (tested
 // alone in tests/test_core_step_pieces.py): its error estimate, its starting guess, its
-// tolerances and its stop test. System::implicit_step (time/integrators.cpp) strings them
+// tolerances and its stop test. Simulator::implicit_step (time/integrators.cpp) strings them
 // together with the assembly and the linear solver.
 #pragma once
 
@@ -56,7 +56,7 @@ struct NewtonPredictor {
 };
 
 // The settings Newton's tolerances follow: newton_tol relative to the length scale, and
-// error control's tolerance (0: off) relative to the error scale (System::error_scale).
+// error control's tolerance (0: off) relative to the error scale (Simulator::error_scale).
 struct NewtonSettings {
   double newton_tol = 1e-10;
   double tolerance = 0.0;
