@@ -56,46 +56,9 @@ void Simulator<D>::assemble(const Kinematics& kin, const VectorXd& lam, double c
     return largest;
   };
 
-  // The springs order[first ... last - 1], their forces added to `out` (which holds the
-  // entries from `offset` on): the largest element force.
-  auto add_springs = [&](const int* first, const int* last, VectorXd* out, Eigen::Index offset) {
-    double largest = 0;
-    for (const int* at = first; at != last; ++at) {
-      const int k = *at;
-      const Spring& s = model_.springs[k];
-      const int slot = spring_chunks.pair[k];
-      if (slot < 0) continue;  // between two fixes
-      const VecD d = kin.pos(s.c[1]) - kin.pos(s.c[0]);
-      const VecD dv = kin.vel(s.c[1]) - kin.vel(s.c[0]);
-      const ElementForce<D> e = matrix ? spring_force<D>(s, d, dv, definite_newton_)
-                                       : spring_force<D, false>(s, d, dv);
-      if (out) {
-        largest = std::max(largest, e.f.cwiseAbs().maxCoeff());
-        if (s.c[0].type == MASS) out->template segment<D>(D * s.c[0].nr - offset) += e.f;
-        if (s.c[1].type == MASS) out->template segment<D>(D * s.c[1].nr - offset) -= e.f;
-      }
-      if (matrix) matrix->set_pair(slot, node(s.c[0]), node(s.c[1]), cK * e.A + cV * e.B);
-    }
-    return largest;
-  };
-  const long ns = static_cast<long>(model_.springs.size());
-  const ChunkPlan& plan = spring_chunks.by_node;
-  const int chunks = plan.chunks();
-  double largest = 0;
-  if (chunks == 1) {
-    largest = set_masses();  // first: it sets F, where the springs then add
-    largest = std::max(largest, add_springs(plan.order.data(), plan.order.data() + ns, F, 0));
-  } else {  // each chunk's forces apart, added in chunk order: the same on any workers
-    ChunkSums sums(plan.spans, F);  // local: const reads (evaluate) may assemble during a step
-    std::vector<double> chunk_largest(chunks, 0.0);
-    WorkerPool::shared().run(chunks, [&](int c) {
-      const double weights = c == 0 ? set_masses() : 0.0;  // F's start, where chunk 0 adds
-      chunk_largest[c] = std::max(weights, add_springs(&plan.order[plan.start[c]], &plan.order[0] + plan.start[c + 1],
-                                                       sums.sum(c), sums.offset(c)));
-    });
-    sums.finish();
-    for (double l : chunk_largest) largest = std::max(largest, l);
-  }
+  double largest = set_masses();  // first: F starts as the weights, where the elements add
+  largest = std::max(largest, add_elements(model_.springs, spring_chunks.by_node,
+                                           [&](long k) { return spring_chunks.pair[k]; }, kin, cK, cV, F, matrix));
   pair += spring_chunks.all;
   if (matrix) {
     const std::vector<char> none;
@@ -157,14 +120,13 @@ std::vector<int> Simulator<D>::stencil_layout() const {
 }
 
 template <int D>
-template <class Set, int K>
-void Simulator<D>::stencil_vertices(const Kinematics& kin, const Set& set, std::size_t e, std::array<VecD, K>& x,
-                                 std::array<VecD, K>& v, std::array<int, K>& nodes) const {
+template <int K>
+void Simulator<D>::element_vertices(const Kinematics& kin, const std::array<Connector, K>& ends, std::array<VecD, K>& x,
+                                    std::array<VecD, K>& v, std::array<int, K>& nodes) const {
   for (int j = 0; j < K; ++j) {
-    const Connector& c = set.ends[e][j];
-    x[j] = kin.pos(c);
-    v[j] = kin.vel(c);
-    nodes[j] = c.type == MASS ? c.nr : -1;
+    x[j] = kin.pos(ends[j]);
+    v[j] = kin.vel(ends[j]);
+    nodes[j] = ends[j].type == MASS ? ends[j].nr : -1;
   }
 }
 
@@ -179,7 +141,7 @@ void Simulator<D>::each_stencil(const Kinematics& kin, const F& f) const {
     std::array<VecD, K> x, v;
     std::array<int, K> nodes;
     for (std::size_t e = 0; e < set.size(); ++e) {
-      stencil_vertices<std::decay_t<decltype(set)>, K>(kin, set, e, x, v, nodes);
+      element_vertices<K>(kin, set.ends[e], x, v, nodes);
       f(set.laws[e], x, v, nodes);
     }
   });
@@ -198,33 +160,42 @@ std::vector<ChunkPlan> Simulator<D>::plan_stencil_chunks() const {
   return plans;
 }
 
-// Each law's stencils in their chunks at once, as the springs: each chunk adds its forces
-// into its own sum (added in chunk order) and writes its own stencils' blocks, so the
-// result has the same bits on any number of workers.
+// The generic assembly of one law's elements (`set`: the springs, or one law's stencils),
+// in their chunks at once: each element's terms from the law's pure function (law_terms,
+// as much as the caller needs), its forces added into F and its blocks written to its slot
+// of the matrix (slot(e); -1: none, a spring between two fixes) in the law's form, one
+// pair block or a stencil's (kD)^2 (or outer product). Each chunk adds its forces into its
+// own sum, added in chunk order, and writes its own elements' blocks: the same bits on any
+// number of workers. Returns the largest force.
 template <int D>
-double Simulator<D>::add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F,
-                               ElementMatrix* matrix) const {
-  const std::vector<ChunkPlan> planned = pattern_ready_ ? std::vector<ChunkPlan>() : plan_stencil_chunks();
-  const std::vector<ChunkPlan>& plans = pattern_ready_ ? stencil_chunks_ : planned;
-  double largest = 0;
-  int law = 0, first_stencil = 0;
-  for_each_set(model_.stencils, [&](const auto& set) {
-    using Set = std::decay_t<decltype(set)>;
-    using Law = typename Set::Law;
-    constexpr int K = Set::K;
-    const Need need = !matrix ? Need::kForces
-                      : Law::kProjectInNewton && definite_newton_ ? Need::kProjected : Need::kJacobian;
-    // as laid out (stencil_outer_layout): such a law gives its projected matrix as u u^T
-    const bool outer = need == Need::kProjected && Law::kOuterProjected;
-    // The stencils order[first ... last - 1], their forces added to `out` (which holds
-    // the entries from `offset` on): the largest force.
-    auto add = [&](const int* first, const int* last, VectorXd* out, Eigen::Index offset) {
-      double most = 0;
-      std::array<VecD, K> x, v;
-      std::array<int, K> nodes;
-      for (const int* e = first; e != last; ++e) {
-        stencil_vertices<Set, K>(kin, set, *e, x, v, nodes);
-        const auto t = set.laws[*e].template terms<D>(x, v, need);
+template <class Set, class Slot>
+double Simulator<D>::add_elements(const Set& set, const ChunkPlan& plan, const Slot& slot, const Kinematics& kin,
+                                  double cK, double cV, VectorXd* F, ElementMatrix* matrix) const {
+  using Law = std::decay_t<decltype(law_at(set, 0))>;
+  constexpr int K = Law::K;
+  const Need need = !matrix ? Need::kForces
+                    : Law::kProjectInNewton && definite_newton_ ? Need::kProjected : Need::kJacobian;
+  // as laid out (stencil_outer_layout): such a law gives its projected matrix as u u^T
+  const bool outer = need == Need::kProjected && Law::kOuterProjected;
+  // The elements order[first ... last - 1], their forces added to `out` (which holds the
+  // entries from `offset` on): the largest force.
+  auto add = [&](const int* first, const int* last, VectorXd* out, Eigen::Index offset) {
+    double most = 0;
+    std::array<VecD, K> x, v;
+    std::array<int, K> nodes;
+    for (const int* e = first; e != last; ++e) {
+      const int at = slot(*e);
+      if (at < 0) continue;
+      element_vertices<K>(kin, ends_at(set, *e), x, v, nodes);
+      const auto t = law_terms<D>(law_at(set, *e), x, v, need);
+      if constexpr (IsPairForm<Law>::value) {  // the force on the first vertex, -it on the second
+        if (out) {
+          most = std::max(most, t.force.f.cwiseAbs().maxCoeff());
+          if (nodes[0] >= 0) out->template segment<D>(D * nodes[0] - offset) += t.force.f;
+          if (nodes[1] >= 0) out->template segment<D>(D * nodes[1] - offset) -= t.force.f;
+        }
+        if (matrix) matrix->set_pair(at, nodes[0], nodes[1], cK * t.force.A + cV * t.force.B);
+      } else {
         if (out)
           for (int j = 0; j < K; ++j) {
             if (nodes[j] < 0) continue;
@@ -234,25 +205,36 @@ double Simulator<D>::add_stencils(const Kinematics& kin, double cK, double cV, V
           }
         if (!matrix) continue;
         if (outer)  // -cK dfdx; such a law has no velocity terms (kOuterProjected)
-          matrix->set_stencil_outer(first_stencil + *e, nodes.data(), cK * t.outer_scale, t.u);
+          matrix->set_stencil_outer(at, nodes.data(), cK * t.outer_scale, t.u);
         else
-          matrix->set_stencil(first_stencil + *e, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
+          matrix->set_stencil(at, nodes.data(), -cK * t.dfdx - cV * t.dfdv);
       }
-      return most;
-    };
-    const ChunkPlan& plan = plans[law++];
-    const int chunks = plan.chunks();
-    if (chunks == 1) {
-      largest = std::max(largest, add(plan.order.data(), plan.order.data() + set.size(), F, 0));
-    } else {
-      ChunkSums sums(plan.spans, F);
-      std::vector<double> chunk_largest(chunks, 0.0);
-      WorkerPool::shared().run(chunks, [&](int c) {
-        chunk_largest[c] = add(&plan.order[plan.start[c]], &plan.order[0] + plan.start[c + 1], sums.sum(c), sums.offset(c));
-      });
-      sums.finish();
-      for (double l : chunk_largest) largest = std::max(largest, l);
     }
+    return most;
+  };
+  const int chunks = plan.chunks();
+  if (chunks == 1) return add(plan.order.data(), plan.order.data() + set.size(), F, 0);
+  ChunkSums sums(plan.spans, F);  // local: const reads (evaluate) may assemble during a step
+  std::vector<double> chunk_largest(chunks, 0.0);
+  WorkerPool::shared().run(chunks, [&](int c) {
+    chunk_largest[c] = add(&plan.order[plan.start[c]], &plan.order[0] + plan.start[c + 1], sums.sum(c), sums.offset(c));
+  });
+  sums.finish();
+  return *std::max_element(chunk_largest.begin(), chunk_largest.end());
+}
+
+// Each law's stencils (add_elements), numbered one law after the other in the order of
+// Stencils.
+template <int D>
+double Simulator<D>::add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F,
+                                  ElementMatrix* matrix) const {
+  const std::vector<ChunkPlan> planned = pattern_ready_ ? std::vector<ChunkPlan>() : plan_stencil_chunks();
+  const std::vector<ChunkPlan>& plans = pattern_ready_ ? stencil_chunks_ : planned;
+  double largest = 0;
+  int law = 0, first_stencil = 0;
+  for_each_set(model_.stencils, [&](const auto& set) {
+    auto slot = [first_stencil](long e) { return first_stencil + static_cast<int>(e); };
+    largest = std::max(largest, add_elements(set, plans[law++], slot, kin, cK, cV, F, matrix));
     first_stencil += static_cast<int>(set.size());
   });
   return largest;
@@ -328,11 +310,27 @@ double Simulator<D>::stencils_stiffness() const {
 }
 
 template <int D>
-double Simulator<D>::stencils_energy(const Kinematics& kin) const {
-  double energy = 0;
-  each_stencil(kin, [&](const auto& law, const auto& x, const auto& v, const auto&) {
-    energy += law.template terms<D>(x, v, Need::kEnergy).energy;
+template <class Set>
+double Simulator<D>::elements_energy(const Set& set, const Kinematics& kin, long grain) const {
+  constexpr int K = std::decay_t<decltype(law_at(set, 0))>::K;
+  const long n = static_cast<long>(set.size());
+  return sum_over_chunks<double>(n, split_work_ ? chunk_count(n, grain) : 1, [&](long first, long last) {
+    double sum = 0;
+    std::array<VecD, K> x, v;
+    std::array<int, K> nodes;
+    for (long e = first; e < last; ++e) {
+      element_vertices<K>(kin, ends_at(set, e), x, v, nodes);
+      sum += law_terms<D>(law_at(set, e), x, v, Need::kEnergy).energy;
+    }
+    return sum;
   });
+}
+
+// In chunks at once for big systems, as assembly (error control checks it every step).
+template <int D>
+double Simulator<D>::elements_energy(const Kinematics& kin) const {
+  double energy = elements_energy(model_.springs, kin, kSpringGrain);
+  for_each_set(model_.stencils, [&](const auto& set) { energy += elements_energy(set, kin, kStencilGrain); });
   return energy;
 }
 
@@ -550,7 +548,7 @@ void Simulator<D>::ensure_pattern() {
                                     std::vector<Eigen::Triplet<double>>&) const;           \
   template double Simulator<D>::length_scale();                                              \
   template std::vector<char> Simulator<D>::soft_springs() const;                             \
-  template double Simulator<D>::stencils_energy(const Kinematics&) const;                    \
+  template double Simulator<D>::elements_energy(const Kinematics&) const;                    \
   template double Simulator<D>::self_contact_energy(const Kinematics&) const;                \
   template void Simulator<D>::ensure_pattern();
 MS_INSTANTIATE(2)

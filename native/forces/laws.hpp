@@ -6,8 +6,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
+#include "forces/stencil.hpp"
 #include "model/model.hpp"
 
 namespace ms {
@@ -98,6 +100,37 @@ ElementForce<D> spring_force(const Spring& s, const Vec<D>& d, const Vec<D>& dv,
   out.A = n * ((along - across) * n + u).transpose();
   out.A.diagonal().array() += across;
   return out;
+}
+
+// A law in the pair form (Spring::kPairForm): its energy, the force on its first vertex
+// (the second gets the opposite) and that force's derivatives by the ends' difference d and
+// dv, one D x D block each. The generic assembly (Simulator::add_elements) writes one
+// block per element where a stencil law writes (2D)^2 numbers.
+template <int D>
+struct PairTerms {
+  double energy = 0.0;
+  ElementForce<D> force;
+};
+
+// A spring, rope or damper as a law on its two vertices (forces/stencil.hpp's interface):
+// the forces (and, for Newton, their derivatives; projected: without compression's
+// negative stiffness) or the energy, as `need` asks.
+template <int D>
+PairTerms<D> law_terms(const Spring& s, const std::array<Vec<D>, 2>& x, const std::array<Vec<D>, 2>& v, Need need) {
+  PairTerms<D> out;
+  const Vec<D> d = x[1] - x[0];
+  if (need == Need::kEnergy) {
+    out.energy = spring_energy(s, d.norm() - s.length);
+    return out;
+  }
+  const Vec<D> dv = v[1] - v[0];
+  out.force = need == Need::kForces ? spring_force<D, false>(s, d, dv) : spring_force<D>(s, d, dv, need == Need::kProjected);
+  return out;
+}
+
+inline const Spring& law_at(const std::vector<Spring>& springs, std::size_t e) { return springs[e]; }
+inline const std::array<Connector, 2>& ends_at(const std::vector<Spring>& springs, std::size_t e) {
+  return springs[e].c;
 }
 
 // Rigid rod of length L0 in the smooth squared form g = (|d|^2 - L0^2) / (2 L0), whose

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "model/model.hpp"
@@ -21,7 +22,7 @@ namespace ms {
 // What a caller needs of a law's terms, each including the ones before: the energy (error
 // control's energy check every step), the forces (a residual), their exact derivatives
 // (the Jacobian; Newton's matrix) or, for Newton's projected matrix, derivatives whose
-// stiffness is positive semi-definite (System::definite_newton_). A law computes no more
+// stiffness is positive semi-definite (Simulator::definite_newton_). A law computes no more
 // than asked: the derivatives of a hinge cost several times its forces.
 enum class Need { kEnergy, kForces, kJacobian, kProjected };
 
@@ -59,7 +60,7 @@ struct StencilTerms {
 };
 
 // The symmetric matrix M with its negative eigenvalues set to zero: a law's stiffness
-// -dfdx made positive semi-definite for the projected Newton matrix (System::definite_newton_),
+// -dfdx made positive semi-definite for the projected Newton matrix (Simulator::definite_newton_),
 // as springs leave out the negative stiffness of compression.
 template <int N>
 Eigen::Matrix<double, N, N> positive_part(const Eigen::Matrix<double, N, N>& M) {
@@ -86,5 +87,31 @@ struct StencilSet {
   std::vector<std::array<Connector, K>> ends;
   std::size_t size() const { return laws.size(); }
 };
+
+// Element e of a law's elements as the generic assembly reads them (assembly.cpp,
+// Simulator::add_elements): its law and its vertices. The springs, which hold their two
+// ends, are read the same way (laws.hpp).
+template <class Law>
+const Law& law_at(const StencilSet<Law>& set, std::size_t e) {
+  return set.laws[e];
+}
+template <class Law>
+const std::array<Connector, Law::K>& ends_at(const StencilSet<Law>& set, std::size_t e) {
+  return set.ends[e];
+}
+
+// A law's terms at its vertices' positions x and velocities v, as much as `need` asks:
+// StencilTerms (a stencil law's terms<D>), or PairTerms for a law in the pair form
+// (laws.hpp: a spring).
+template <int D, class Law, std::size_t K>
+auto law_terms(const Law& law, const std::array<Vec<D>, K>& x, const std::array<Vec<D>, K>& v, Need need) {
+  return law.template terms<D>(x, v, need);
+}
+
+// Whether a law gives its terms in the pair form (Law::kPairForm; stencil laws need not say).
+template <class Law, class = void>
+struct IsPairForm : std::false_type {};
+template <class Law>
+struct IsPairForm<Law, std::void_t<decltype(Law::kPairForm)>> : std::bool_constant<Law::kPairForm> {};
 
 }  // namespace ms

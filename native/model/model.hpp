@@ -28,6 +28,13 @@ using Mat = Eigen::Matrix<double, D, D>;
 // An element joining two connectors. Springs (and rope links, which only pull) carry
 // stiffness and an optional dashpot along the spring; constraints fix the distance.
 struct Spring {
+  // As a force law (forces/laws.hpp, law_terms): on two vertices, in the pair form (its
+  // forces and Newton block depend on the ends' difference: one D x D block), with the
+  // negative stiffness of compression left out of Newton's projected matrix.
+  static constexpr int K = 2;
+  static constexpr bool kPairForm = true;
+  static constexpr bool kProjectInNewton = true;
+  static constexpr bool kOuterProjected = false;
   double length = 0.0;
   double stiffness = 0.0;
   double damping = 0.0;

@@ -144,19 +144,7 @@ double Simulator<D>::potential_energy() const {
   for (int i = 0; i < num_masses(); ++i) e -= model_.mass[i] * model_.gravity.dot(pos(i));
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
-  auto springs_energy = [&](std::size_t first, std::size_t last) {
-    double sum = 0;
-    for (std::size_t k = first; k < last; ++k) {
-      const Spring& s = model_.springs[k];
-      sum += spring_energy(s, (kin.pos(s.c[1]) - kin.pos(s.c[0])).norm() - s.length);
-    }
-    return sum;
-  };
-  // In chunks at once for big systems, as assembly (error control checks it every step).
-  const long ns = static_cast<long>(model_.springs.size());
-  e += sum_over_chunks<double>(ns, split_work_ ? chunk_count(ns, kSpringGrain) : 1,
-                               [&](long first, long last) { return springs_energy(first, last); });
-  e += stencils_energy(kin);
+  e += elements_energy(kin);
   e += self_contact_energy(kin);
   if (!model_.colliders.empty())
     for (const ContactForce& f : touches(kin).force) e += f.energy;

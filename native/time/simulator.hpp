@@ -343,15 +343,24 @@ class Simulator {
   // springs' (SpringChunks; one chunk below kSplitMinMasses masses). Made with the pattern.
   std::vector<ChunkPlan> plan_stencil_chunks() const;
   std::vector<ChunkPlan> stencil_chunks_;
+  // The generic assembly (forces/assembly.cpp): one law's elements (the springs, or one
+  // law's stencils) in the chunks of `plan`, each element's forces into F and its blocks
+  // into its slot of the matrix (slot(e); -1: none); the largest force.
+  template <class Set, class Slot>
+  double add_elements(const Set& set, const ChunkPlan& plan, const Slot& slot, const Kinematics& kin, double cK,
+                      double cV, VectorXd* F, ElementMatrix* matrix) const;
+  // The energy of one law's elements, in chunks of `grain` at once on big systems.
+  template <class Set>
+  double elements_energy(const Set& set, const Kinematics& kin, long grain) const;
   // Adds the stencils' forces (into F) and blocks (into matrix); the largest force.
   double add_stencils(const Kinematics& kin, double cK, double cV, VectorXd* F, ElementMatrix* matrix) const;
-  double stencils_energy(const Kinematics& kin) const;
+  // The energy of the springs and the stencils.
+  double elements_energy(const Kinematics& kin) const;
   template <class F>
   void each_stencil(const Kinematics& kin, const F& f) const;
-  // Element e of a law's stencils: its vertices' positions x, velocities v and masses
-  // (nodes; -1: a fix) at `kin`.
-  template <class Set, int K>
-  void stencil_vertices(const Kinematics& kin, const Set& set, std::size_t e, std::array<VecD, K>& x,
+  // An element's vertices' positions x, velocities v and masses (nodes; -1: a fix) at `kin`.
+  template <int K>
+  void element_vertices(const Kinematics& kin, const std::array<Connector, K>& ends, std::array<VecD, K>& x,
                         std::array<VecD, K>& v, std::array<int, K>& nodes) const;
   double max_spring_stiffness() const;
   double stencils_stiffness() const;
