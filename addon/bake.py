@@ -502,7 +502,7 @@ class BakeJob:
         colliders at every frame. True if taken; this job then goes on from where that one
         got to, and bakes what it would have computed itself."""
         self._sample_transforms(float("inf"))
-        if other.simulation is None or not (
+        if other.simulation is None or other.group is not None or not (  # a share of objects together
                 same_values(self.arrays, other.arrays) and same_values(self.settings, other.settings)
                 and np.array_equal(self.frames, other.frames)
                 and len(other._matrices) == len(self._matrices)
@@ -703,8 +703,9 @@ class GroupJob:
     def simulated(self) -> bool:
         return self.simulation is not None and self.simulation.done
 
-    def step(self, budget_seconds: float = 0.1) -> bool:
-        """Work for about `budget_seconds`; True when the simulation is complete."""
+    def step(self, budget_seconds: float = 0.1, frames: int | None = None) -> bool:
+        """Work for about `budget_seconds`; True when the simulation is complete. With
+        `frames`, stop once the first `frames` frames are simulated (the live preview)."""
         deadline = time.perf_counter() + budget_seconds
         try:
             for job in self.jobs:
@@ -712,7 +713,7 @@ class GroupJob:
                     return False
             if self.simulation is None:
                 self._start()
-            while not self.simulation.done:
+            while not self.simulation.done and (frames is None or self.simulation.frames_done < frames):
                 begin = time.perf_counter()
                 self.simulation.step()
                 self.simulate_seconds += time.perf_counter() - begin
@@ -767,15 +768,23 @@ def solver_differences(first: SimulationSettings, other: SimulationSettings) -> 
     return differ
 
 
+def colliding_groups(colliding: list, agree) -> dict:
+    """Objects (or their jobs) with Self Collision on, grouped by agree(item): their frame
+    range and Collisions setting. Each group of two or more is simulated together, in a
+    bake (simulation_runs) as in the live preview (live.py)."""
+    groups: dict = {}
+    for item in colliding:
+        groups.setdefault(agree(item), []).append(item)
+    return groups
+
+
 def simulation_runs(jobs: list[BakeJob]) -> list:
     """What to simulate for `jobs`, in their order: each job alone, but those with Self
     Collision on as one GroupJob (they collide with each other), if they bake the same
     frames and agree on meeting the scene's colliders; one that does not is simulated
     alone, with a warning saying why."""
-    colliding = [job for job in jobs if job.settings.self_collision]
-    groups: dict = {}
-    for job in colliding:
-        groups.setdefault((tuple(job.frames), bool(job.stored_settings.use_collisions)), []).append(job)
+    groups = colliding_groups([job for job in jobs if job.settings.self_collision],
+                              lambda job: (tuple(job.frames), bool(job.stored_settings.use_collisions)))
     largest = max(groups.values(), key=len, default=[])
     for key, members in groups.items():
         if members is largest:

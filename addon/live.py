@@ -15,6 +15,10 @@ bake takes the preview's simulation over when it was made from the bake's very i
 (hand_over, BakeJob.adopt): nothing is computed twice and the bake is what the preview
 showed. A written bake switches the preview off (its modifier would cover the bake).
 
+Objects with Self Collision on whose previews are on are simulated together, as a bake of
+them would be (bake.colliding_groups, bake.GroupJob): each shows its share, and a change
+of any of them computes the group again.
+
 In Blender's window a frame change computes for at most UI_BUDGET_SECONDS and a timer
 goes on from there, so a long frame never freezes the UI; in background mode (scripts,
 tests) and while rendering, a frame change computes up to its frame at once. Nothing
@@ -53,6 +57,7 @@ class Preview:
     signature: str
     path: str
     written: int = 0
+    together: bake.GroupJob | None = None  # the simulation of several it is a share of
 
     @property
     def frames(self) -> np.ndarray:
@@ -301,12 +306,27 @@ def is_live(obj) -> bool:
     return obj.type == 'MESH' and settings is not None and settings.enabled and settings.live_preview
 
 
+def simulated_with(scene, obj) -> list:
+    """The live objects whose previews are simulated together with that of `obj` (itself
+    first if alone): those with Self Collision on that agree with it on the frame range
+    and Collisions setting, in the scene's order."""
+    if not (is_live(obj) and obj.mass_spring.self_collision):
+        return [obj]
+    colliding = [other for other in scene.objects
+                 if other.type == 'MESH' and other.library is None and is_live(other) and other.mass_spring.self_collision]
+    groups = bake.colliding_groups(colliding, lambda other: (bake.frame_range(scene, other),
+                                                             bool(bake.BakeSettings(other).use_collisions)))
+    return next((members for members in groups.values() if obj in members), [obj])
+
+
 def update(scene, obj, budget_seconds: float | None = None) -> bool:
-    """Bring the preview of `obj` to the scene's frame: start or restart it if what it
-    depends on changed, then compute up to the frame (for at most `budget_seconds`; None:
-    all). True when there is nothing more to compute; a failure stops the preview with
-    its message (status), never raising."""
-    if obj.mode == 'EDIT':
+    """Bring the preview of `obj`, and of those simulated with it (simulated_with), to the
+    scene's frame: start or restart them if what they depend on changed, then compute up
+    to the frame (for at most `budget_seconds`; None: all). True when there is nothing
+    more to compute; a failure stops the previews with its message (status), never
+    raising."""
+    members = simulated_with(scene, obj)
+    if any(member.mode == 'EDIT' for member in members):
         return True
     if not is_live(obj):
         if key(obj) in _previews or key(obj) in _failures or obj.modifiers.get(MODIFIER) is not None:
@@ -318,36 +338,60 @@ def update(scene, obj, budget_seconds: float | None = None) -> bool:
     deadline = None if budget_seconds is None else time.perf_counter() + budget_seconds
     signature = None
     try:
-        signature = live_signature(scene, obj, bpy.context.evaluated_depsgraph_get())
-        failed = _failures.get(key(obj))
-        if failed is not None and failed.signature == signature:
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        signature = live_signature(scene, obj, depsgraph)
+        if len(members) > 1:  # what any of them depends on
+            digest = hashlib.sha256()
+            for member in members:
+                digest.update(member.name.encode() + live_signature(scene, member, depsgraph).encode())
+            signature = digest.hexdigest()
+        if any(getattr(_failures.get(key(member)), "signature", None) == signature for member in members):
             return True  # it failed simulating these very inputs: change something to try again
-        preview = _previews.get(key(obj))
-        if preview is None or preview.signature != signature or not sampled_here(preview, obj, scene.frame_current):
-            stop(obj, remove_modifier=False)
-            preview = Preview(job=BakeJob(scene, obj, writes=False), signature=signature, path=cache_path(obj))
-            _previews[key(obj)] = preview
-            _write_modelled(preview)
-        _show(obj, preview)
-        wanted = int(np.clip(scene.frame_current - int(preview.frames[0]) + 1, 1, len(preview.frames)))
-        while preview.computed() < wanted:
+        previews = [_previews.get(key(member)) for member in members]
+        if any(preview is None or preview.signature != signature or not sampled_here(preview, member, scene.frame_current)
+               for preview, member in zip(previews, members)):
+            previews = _start(scene, members, signature)
+        for preview, member in zip(previews, members):
+            _show(member, preview)
+        first = previews[0]
+        wanted = int(np.clip(scene.frame_current - int(first.frames[0]) + 1, 1, len(first.frames)))
+        while first.computed() < wanted:
             left = 1e9 if deadline is None else deadline - time.perf_counter()
             if left <= 0:
                 return False
             try:
-                preview.job.step(min(left, 0.05), frames=wanted)
+                (first.together or first.job).step(min(left, 0.05), frames=wanted)
             except BakeError as ex:
                 raise _SimulationFailed(str(ex)) from ex
-            _write_new_frames(obj, preview)
-        _write_new_frames(obj, preview)  # also a file that went missing
+            for preview, member in zip(previews, members):
+                _write_new_frames(member, preview)
+        for preview, member in zip(previews, members):
+            _write_new_frames(member, preview)  # also a file that went missing
         return True
     except _SimulationFailed as ex:
-        _fail(obj, Failure(f"stopped: {ex}", signature))
+        failure = Failure(f"stopped: {ex}", signature)
     except BakeError as ex:  # bad input, found before simulating
-        _fail(obj, Failure(f"stopped: {ex}"))
+        failure = Failure(f"stopped: {ex}")
     except Exception as ex:  # noqa: BLE001 (a frame change must not raise)
-        _fail(obj, Failure(f"stopped: {type(ex).__name__}: {ex}", signature))
+        failure = Failure(f"stopped: {type(ex).__name__}: {ex}", signature)
+    for member in members:
+        _fail(member, failure)
     return True
+
+
+def _start(scene, members: list, signature: str) -> list[Preview]:
+    """New previews of `members` from what they are now: one bake's job, or for several
+    one simulation of them all (bake.GroupJob) whose shares they show."""
+    for member in members:
+        stop(member, remove_modifier=False)
+    jobs = [BakeJob(scene, member, writes=False) for member in members]
+    together = bake.GroupJob(jobs) if len(jobs) > 1 else None
+    previews = [Preview(job=job, signature=signature, path=cache_path(member), together=together)
+                for job, member in zip(jobs, members)]
+    for preview, member in zip(previews, members):
+        _previews[key(member)] = preview
+        _write_modelled(preview)
+    return previews
 
 
 class _SimulationFailed(Exception):
@@ -366,11 +410,14 @@ def _fail(obj, failure: Failure) -> None:
 def _update_all(scene, budget_seconds: float | None) -> bool:
     """Every live object of `scene` to its frame, and what is left of switched-off or
     disabled ones removed; True when all are done."""
-    done = True
+    done, updated = True, set()
     for obj in scene.objects:
+        if key(obj) in updated:
+            continue  # with the group it is simulated with
         if obj.type == 'MESH' and obj.library is None and (  # a linked object is its library's
                 is_live(obj) or key(obj) in _previews or key(obj) in _failures
                 or obj.modifiers.get(MODIFIER) is not None):
+            updated.update(key(member) for member in simulated_with(scene, obj))
             done = update(scene, obj, budget_seconds) and done
     return done
 

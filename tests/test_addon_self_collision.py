@@ -245,6 +245,34 @@ def test_a_failed_bake_of_objects_together_leaves_both_as_they_were(scene):
         np.testing.assert_array_equal(baked_frames(obj), before[obj.name])
 
 
+def test_live_previews_of_objects_together_collide_as_their_bake(scene):
+    """Live Preview on for the rope over the net, both with Self Collision on: the two
+    previews are one simulation, as their bake is, so each shows the frames its bake then
+    writes, and the rope lies in the net. With the net's preview off, the rope's preview
+    is of the rope alone: it falls through."""
+    from test_addon_helpers import local_coordinates
+    bake, live = submodule("bake"), submodule("live")
+    net, rope, _, _ = make_net_and_rope()
+    for obj in (net, rope):
+        obj.mass_spring.live_preview = True
+    for frame in range(1, 25):
+        scene.frame_set(frame)
+    shown = {obj.name: local_coordinates(obj) for obj in (net, rope)}
+    assert live.status(rope) == live.status(net) == "24 of 24 frames cached"
+    assert live._previews[live.key(rope)].together is live._previews[live.key(net)].together is not None
+    assert shown["Rope"][20, 2] > shown["Net"][:, 2].min() - 0.05  # in the net, not through it
+    results = {r.object_name: r for r in bake.bake_scene(scene)}
+    for name in ("Net", "Rope"):
+        np.testing.assert_array_equal(results[name].local_positions[-1], shown[name])
+    for obj in (net, rope):
+        bake.free_bake(obj)
+    rope.mass_spring.live_preview = True  # the bake switched both off; the net's stays off
+    for frame in (1, 24):
+        scene.frame_set(frame)
+    assert live._previews[live.key(rope)].together is None
+    assert local_coordinates(rope)[20, 2] < -1.0
+
+
 def make_layer(name, height, n=5, spacing=0.1):
     """A flat n x n sheet of quads at `height`, Self Collision on with the automatic distance."""
     i, j = np.meshgrid(np.arange(n), np.arange(n))
