@@ -398,6 +398,9 @@ class BakeJob:
         # Set by GroupJob: the Parts simulated with this object and this object's place
         # among them (BakeResult.simulation_inputs).
         self.group: tuple | None = None
+        # Set by live.hand_over: the live previews' GroupJob this object was a share of,
+        # for this bake's GroupJob to take over (GroupJob.adopt).
+        self.previewed_with: GroupJob | None = None
 
     def _plan_sampling(self) -> None:
         """Whether the frames must be visited (the transform or the colliders move)."""
@@ -498,19 +501,23 @@ class BakeJob:
 
     def adopt(self, other: BakeJob) -> bool:
         """Take over the simulation of `other` (a live preview's job) if it was made from
-        the very inputs of this job: the mesh's arrays, the settings, the transforms and
-        colliders at every frame. True if taken; this job then goes on from where that one
-        got to, and bakes what it would have computed itself."""
-        self._sample_transforms(float("inf"))
-        if other.simulation is None or other.group is not None or not (  # a share of objects together
-                same_values(self.arrays, other.arrays) and same_values(self.settings, other.settings)
-                and np.array_equal(self.frames, other.frames)
-                and len(other._matrices) == len(self._matrices)
-                and np.array_equal(np.asarray(self._matrices), np.asarray(other._matrices))
-                and same_values(self.collider_frames, other.collider_frames)):
+        the very inputs of this job (same_inputs). True if taken; this job then goes on
+        from where that one got to, and bakes what it would have computed itself. A share
+        of a preview of objects together is taken by their GroupJob (GroupJob.adopt)."""
+        if other.simulation is None or other.group is not None or not self.same_inputs(other):
             return False
         self.simulation, self.simulate_seconds = other.simulation, other.simulate_seconds
         return True
+
+    def same_inputs(self, other: BakeJob) -> bool:
+        """Whether `other` simulates from the very inputs of this job: the mesh's arrays,
+        the settings, the transforms and colliders at every frame."""
+        self._sample_transforms(float("inf"))
+        return (same_values(self.arrays, other.arrays) and same_values(self.settings, other.settings)
+                and np.array_equal(self.frames, other.frames)
+                and len(other._matrices) == len(self._matrices)
+                and np.array_equal(np.asarray(self._matrices), np.asarray(other._matrices))
+                and same_values(self.collider_frames, other.collider_frames))
 
     def _sample_transform(self, frame: int) -> None:
         """The object's matrix and the moving colliders at `frame`."""
@@ -754,6 +761,19 @@ class GroupJob:
             job.cancel()
         self.simulation = None
 
+    def adopt(self, other: GroupJob) -> bool:
+        """Take over the simulation of `other` (the live previews of the same objects
+        together) if each of its jobs was made from the very inputs of this one's, in the
+        same order (BakeJob.same_inputs). True if taken: the frames it computed are not
+        computed again."""
+        if other.simulation is None or len(other.jobs) != len(self.jobs) or not all(
+                mine.same_inputs(theirs) for mine, theirs in zip(self.jobs, other.jobs)):
+            return False
+        self.simulation, self.simulate_seconds = other.simulation, other.simulate_seconds
+        for mine, theirs in zip(self.jobs, other.jobs):
+            mine.simulation, mine.group = theirs.simulation, theirs.group
+        return True
+
 
 def solver_differences(first: SimulationSettings, other: SimulationSettings) -> list:
     """The solver settings of `other` that a simulation together with `first` does not
@@ -800,7 +820,11 @@ def simulation_runs(jobs: list[BakeJob]) -> list:
             runs.append(job)
         elif id(members) not in added:
             added.add(id(members))
-            runs.append(GroupJob(members))
+            run = GroupJob(members)
+            previewed = members[0].previewed_with  # live.hand_over
+            if previewed is not None:
+                run.adopt(previewed)
+            runs.append(run)
     return runs
 
 

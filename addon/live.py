@@ -473,14 +473,17 @@ def on_load(_path=None) -> None:
 
 def hand_over(obj, job: BakeJob) -> None:
     """A bake of `obj` starts with `job`: it takes over the preview's simulation if that
-    was made from the same inputs (BakeJob.adopt). The preview lets go of it either way;
-    a written bake switches the preview off (after_bake), a cancelled one leaves it on, to
-    compute again at the next frame change."""
+    was made from the same inputs (BakeJob.adopt; a share of previews together goes to
+    the bake's GroupJob to take over: GroupJob.adopt). The preview lets go of it either
+    way; a written bake switches the preview off (after_bake), a cancelled one leaves it
+    on, to compute again at the next frame change."""
     preview = _previews.pop(key(obj), None)
     if preview is None:
         return
     _remove_file(preview)
-    if not job.adopt(preview.job):
+    if preview.together is not None:
+        job.previewed_with = preview.together
+    elif not job.adopt(preview.job):
         preview.job.cancel()
 
 

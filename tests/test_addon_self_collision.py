@@ -248,8 +248,9 @@ def test_a_failed_bake_of_objects_together_leaves_both_as_they_were(scene):
 def test_live_previews_of_objects_together_collide_as_their_bake(scene):
     """Live Preview on for the rope over the net, both with Self Collision on: the two
     previews are one simulation, as their bake is, so each shows the frames its bake then
-    writes, and the rope lies in the net. With the net's preview off, the rope's preview
-    is of the rope alone: it falls through."""
+    writes (the bake takes the previews' simulation over, and a bake from scratch gives
+    the same frames), and the rope lies in the net. With the net's preview off, the rope's
+    preview is of the rope alone: it falls through."""
     from test_addon_helpers import local_coordinates
     bake, live = submodule("bake"), submodule("live")
     net, rope, _, _ = make_net_and_rope()
@@ -261,9 +262,14 @@ def test_live_previews_of_objects_together_collide_as_their_bake(scene):
     assert live.status(rope) == live.status(net) == "24 of 24 frames cached"
     assert live._previews[live.key(rope)].together is live._previews[live.key(net)].together is not None
     assert shown["Rope"][20, 2] > shown["Net"][:, 2].min() - 0.05  # in the net, not through it
-    results = {r.object_name: r for r in bake.bake_scene(scene)}
+    batch = bake.Batch(scene, [net, rope])
+    assert batch.runs[0].simulated  # it takes the previews' simulation over: nothing to compute again
+    results = {r.object_name: r for r in batch.finish()}
     for name in ("Net", "Rope"):
         np.testing.assert_array_equal(results[name].local_positions[-1], shown[name])
+    fresh = {r.object_name: r for r in bake.bake_scene(scene)}  # baked anew, the same frames
+    for name in ("Net", "Rope"):
+        np.testing.assert_array_equal(fresh[name].local_positions, results[name].local_positions)
     for obj in (net, rope):
         bake.free_bake(obj)
     rope.mass_spring.live_preview = True  # the bake switched both off; the net's stays off
@@ -271,6 +277,26 @@ def test_live_previews_of_objects_together_collide_as_their_bake(scene):
         scene.frame_set(frame)
     assert live._previews[live.key(rope)].together is None
     assert local_coordinates(rope)[20, 2] < -1.0
+
+
+def test_a_bake_of_half_played_previews_together_computes_the_rest_the_same(scene):
+    """Previews of the rope and the net played to frame 12 of 24: their bake goes on from
+    their simulation (the same object, not computed again) and writes what a bake from
+    scratch writes."""
+    bake, live = submodule("bake"), submodule("live")
+    net, rope, _, _ = make_net_and_rope()
+    for obj in (net, rope):
+        obj.mass_spring.live_preview = True
+    scene.frame_set(12)
+    previewed = live._previews[live.key(net)].together.simulation
+    assert previewed.frames_done == 12
+    batch = bake.Batch(scene, [net, rope])
+    assert batch.runs[0].simulation is previewed and not batch.runs[0].simulated
+    bake.run_job(batch.runs[0])
+    results = {r.object_name: r for r in batch.finish()}
+    fresh = {r.object_name: r for r in bake.bake_scene(scene)}
+    for name in ("Net", "Rope"):
+        np.testing.assert_array_equal(fresh[name].local_positions, results[name].local_positions)
 
 
 def make_layer(name, height, n=5, spacing=0.1):
