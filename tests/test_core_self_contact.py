@@ -529,3 +529,34 @@ def test_only_colliding_vertices_must_keep_to_the_margin():
     mss.simulate(0.5, 12)
     assert mss.vertex_positions()[20, 2] < -0.5  # the rope swung down
     assert mss.stats["self_contact_refusals"] == 0
+
+
+def test_a_crossing_that_halving_cannot_avoid_fails_naming_it_and_keeps_the_last_step():
+    """A wire shot at 20 m/s through a pinned one 5 cm below, with no halving allowed: the
+    step would carry it through (20 cm in 10 ms), so it is refused; the call fails naming
+    the two parts and the cures, and the state is that of the last whole step (the bake
+    then writes nothing: tests/test_addon_self_collision.py). With halving, the same
+    throw is caught and the wire stays above."""
+    low, low_edges = rope(10, 1.0, (-0.5, 0, 0), (1, 0, 0))
+    up, up_edges = rope(10, 1.0, (0, -0.5, 0.05), (0, 1, 0))
+    x = np.vstack([low, up])
+    v = np.zeros_like(x)
+    v[11:, 2] = -20.0
+    edges = np.vstack([low_edges, up_edges + len(low)])
+
+    def shot(halvings):
+        mss = ms.from_arrays(x, 0.01, fixed=[0, 10], velocities=v, springs=edges, stiffness=2000.0,
+                             self_collision_distance=0.01)
+        mss.max_halvings = halvings
+        return mss
+
+    mss = shot(0)
+    before = mss.vertex_positions().copy()
+    with pytest.raises(ms.SimulationError, match=r"(?s)edge .* edge .*larger self-collision distance"):
+        mss.simulate(0.01, 1)
+    np.testing.assert_array_equal(mss.vertex_positions(), before)
+    assert mss.time == 0.0
+    caught = shot(12)
+    caught.simulate(0.01, 1)
+    assert closest_unrelated_segments(caught.vertex_positions(), edges[:10], edges[10:]) >= 0.005
+    assert caught.stats["self_contact_refusals"] >= 1
