@@ -365,14 +365,14 @@ def _elements(s: Structure, offset: int) -> dict:
         "self_distance": np.full(n, float(s.self_collision_distance)),
         "self_friction": np.full(n, float(s.self_friction)),
     }
-    angled = hinges_with_an_angle(s.positions, s.hinges)
-    if s.hinge_rigidity > 0 and angled.any():
+    angled = hinges_with_an_angle(s.positions, s.hinges) if s.hinge_rigidity > 0 else np.zeros(0, bool)
+    if angled.any():
         hinges = s.hinges[angled]
         out["hinges"] = hinges + offset
         out["hinge_stiffness"] = ((s.hinge_weights * s.element_weights(s.bending_weights, s.hinges))[angled] *
                                   hinge_stiffnesses(s.positions, hinges, s.hinge_rigidity, s.pinned))
-    turning = joints_with_a_direction(s.positions, s.wire_joints)
-    if s.wire_rigidity > 0 and turning.any():
+    turning = joints_with_a_direction(s.positions, s.wire_joints) if s.wire_rigidity > 0 else np.zeros(0, bool)
+    if turning.any():
         joints = s.wire_joints[turning]
         out["joints"] = joints + offset
         out["joint_stiffness"] = (s.element_weights(s.bending_weights, s.wire_joints)[turning] *
