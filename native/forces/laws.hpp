@@ -116,16 +116,13 @@ struct PairTerms {
 // the forces (and, for Newton, their derivatives; projected: without compression's
 // negative stiffness) or the energy, as `need` asks.
 template <int D>
-PairTerms<D> law_terms(const Spring& s, const std::array<Vec<D>, 2>& x, const std::array<Vec<D>, 2>& v, Need need) {
-  PairTerms<D> out;
+inline PairTerms<D> law_terms(const Spring& s, const std::array<Vec<D>, 2>& x, const std::array<Vec<D>, 2>& v,
+                              Need need) {
   const Vec<D> d = x[1] - x[0];
-  if (need == Need::kEnergy) {
-    out.energy = spring_energy(s, d.norm() - s.length);
-    return out;
-  }
+  if (need == Need::kEnergy) return {spring_energy(s, d.norm() - s.length), {}};
   const Vec<D> dv = v[1] - v[0];
-  out.force = need == Need::kForces ? spring_force<D, false>(s, d, dv) : spring_force<D>(s, d, dv, need == Need::kProjected);
-  return out;
+  if (need == Need::kForces) return {0.0, spring_force<D, false>(s, d, dv)};
+  return {0.0, spring_force<D>(s, d, dv, need == Need::kProjected)};
 }
 
 inline const Spring& law_at(const std::vector<Spring>& springs, std::size_t e) { return springs[e]; }
