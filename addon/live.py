@@ -339,8 +339,9 @@ def update(scene, obj, budget_seconds: float | None = None) -> bool:
     signature = None
     try:
         depsgraph = bpy.context.evaluated_depsgraph_get()
-        signature = live_signature(scene, obj, depsgraph)
-        if len(members) > 1:  # what any of them depends on
+        if len(members) == 1:
+            signature = live_signature(scene, obj, depsgraph)
+        else:  # what any of them depends on
             digest = hashlib.sha256()
             for member in members:
                 digest.update(member.name.encode() + live_signature(scene, member, depsgraph).encode())
