@@ -193,8 +193,8 @@ class ElementMatrix {
 
   // The pairs a parallel product cuts into one chunk each (parallel_for.hpp), and the
   // rows of the merged stencils.
-  static constexpr long kPairGrain = 256;
-  static constexpr long kRowGrain = 256;
+  static constexpr long kPairGrain = 1024;
+  static constexpr long kRowGrain = 512;
 
   // y = J x; with `parallel`, the pairs in chunks at once (by their number alone), each
   // chunk's sum kept apart and the sums added in chunk order: the same numbers on any

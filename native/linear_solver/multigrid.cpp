@@ -525,51 +525,58 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
 // pairs left out add nothing at all (leaving out only the blocks between the ends would
 // give translations energy, which the coarse levels are built to leave free).
 void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
-  const int D = dim_, DD = D * D;
-  DoubleBlocks& A = levels_[0].A;
   const ElementMatrix::MergedStencils& merged = elements.merged_stencils(parallel);
   // Each chunk of rows adds what lands in its own blocks.
-  in_row_chunks(A.rows(), parallel, [&](int first, int last) {
-    auto mine = [&](int node) { return node >= first && node < last; };
-    auto add = [&](int block, const double* S, double sign) {
-      for (int e = 0; e < DD; ++e) A.values[static_cast<std::size_t>(block) * DD + e] += sign * S[e];
-    };
-    std::fill(A.values.begin() + static_cast<std::ptrdiff_t>(A.row_start[first]) * DD,
-              A.values.begin() + static_cast<std::ptrdiff_t>(A.row_start[last]) * DD, 0.0);
-    double S[9];
-    for (int i = first; i < last; ++i)
-      for (int r = 0; r < D; ++r) A.values[static_cast<std::size_t>(diagonal_[i]) * DD + r * D + r] = elements.mass_value(i);
-    for (int i : elements.block_nodes()) {
-      if (!mine(i)) continue;
-      const double* B = elements.node_block(i);
-      for (int r = 0; r < D; ++r)
-        for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
-      add(diagonal_[i], S, 1.0);
-    }
-    for (const ElementMatrix::Coupling& coupling : elements.couplings())  // their diagonal blocks only
-      for (int j = 0; j < 4; ++j) {
-        const int i = coupling.node[j];
-        if (i < 0 || !mine(i)) continue;
-        double B[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-        elements.add_coupling_diagonal(coupling, j, B);
-        for (int r = 0; r < D; ++r)
-          for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (B[D * r + c] + B[D * c + r]);
-        add(diagonal_[i], S, 1.0);
-      }
-    // Each row's pairs in the pairs' order (node_pairs_): the sums are those of one pass
-    // over the pairs, and a chunk reads only its own rows' pairs.
-    for (int i = first; i < last; ++i)
-      for (int q = node_pairs_start_[i]; q < node_pairs_start_[i + 1]; ++q) {
-        const int p = node_pairs_[q];
-        if (left_out(p)) continue;
-        const double* W = elements.pair_block(p);
-        for (int r = 0; r < D; ++r)
-          for (int c = 0; c < D; ++c) S[D * r + c] = 0.5 * (W[D * r + c] + W[D * c + r]);
-        add(diagonal_[i], S, 1.0);
-        if (pair_blocks_[p][0] >= 0) add(pair_blocks_[p][elements.pair_nodes(p)[0] == i ? 0 : 1], S, -1.0);
-      }
+  in_row_chunks(levels_[0].A.rows(), parallel, [&](int first, int last) {
+    if (dim_ == 3)
+      fill_finest_rows<3>(elements, first, last);
+    else
+      fill_finest_rows<2>(elements, first, last);
     if (!merged.row_start.empty()) add_stencils(merged, first, last);
   });
+}
+
+// Rows first ... last - 1 of level 0 (D fixed, so that the block loops unroll).
+template <int D>
+void SmoothedAggregation::fill_finest_rows(const ElementMatrix& elements, int first, int last) {
+  constexpr int DD = D * D;
+  DoubleBlocks& A = levels_[0].A;
+  auto block = [&](int b) { return &A.values[static_cast<std::size_t>(b) * DD]; };
+  auto mine = [&](int node) { return node >= first && node < last; };
+  // out += sym(B), and with minus_out (the off-diagonal block of a pair) minus_out -= it.
+  auto add_sym = [](const double* B, double* out, double* minus_out) {
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c) {
+        const double s = 0.5 * (B[D * r + c] + B[D * c + r]);
+        out[D * r + c] += s;
+        if (minus_out) minus_out[D * r + c] -= s;
+      }
+  };
+  std::fill(A.values.begin() + static_cast<std::ptrdiff_t>(A.row_start[first]) * DD,
+            A.values.begin() + static_cast<std::ptrdiff_t>(A.row_start[last]) * DD, 0.0);
+  for (int i = first; i < last; ++i)
+    for (int r = 0; r < D; ++r) block(diagonal_[i])[r * D + r] = elements.mass_value(i);
+  for (int i : elements.block_nodes())
+    if (mine(i)) add_sym(elements.node_block(i), block(diagonal_[i]), nullptr);
+  for (const ElementMatrix::Coupling& coupling : elements.couplings())  // their diagonal blocks only
+    for (int j = 0; j < 4; ++j) {
+      const int i = coupling.node[j];
+      if (i < 0 || !mine(i)) continue;
+      double B[DD] = {};
+      elements.add_coupling_diagonal(coupling, j, B);
+      add_sym(B, block(diagonal_[i]), nullptr);
+    }
+  // Each row's pairs in the pairs' order (node_pairs_): the sums are those of one pass
+  // over the pairs, and a chunk reads only its own rows' pairs.
+  for (int i = first; i < last; ++i) {
+    double* diagonal = block(diagonal_[i]);
+    for (int q = node_pairs_start_[i]; q < node_pairs_start_[i + 1]; ++q) {
+      const int p = node_pairs_[q];
+      if (left_out(p)) continue;
+      const int off = pair_blocks_[p][0] < 0 ? -1 : pair_blocks_[p][elements.pair_nodes(p)[0] == i ? 0 : 1];
+      add_sym(elements.pair_block(p), diagonal, off < 0 ? nullptr : block(off));
+    }
+  }
 }
 
 // Rows first ... last - 1 of level 0 += sym of the stencils' merged blocks: block (a, b)

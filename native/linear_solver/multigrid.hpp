@@ -78,7 +78,7 @@ class SmoothedAggregation {
   // the workers (parallel/parallel_for.hpp); false: one pass. The numbers are the same.
   bool parallel = false;
   // Rows a chunk of the row loops (setup products, restriction, prolongation).
-  static constexpr long kRowGrain = 256;
+  static constexpr long kRowGrain = 512;
   // Forgets what the next setup would start from (a restart point: see System::checkpoint).
   void restart() { top_modes_.clear(); }
 
@@ -121,6 +121,8 @@ class SmoothedAggregation {
   void finest_pattern(const ElementMatrix& elements);
   // Level 0's values: mass, node blocks and sym(W) of every pair.
   void fill_finest(const ElementMatrix& elements);
+  template <int D>
+  void fill_finest_rows(const ElementMatrix& elements, int first, int last);
   // The smoother's data of a level from its A (the pattern only for a new level).
   bool prepare_smoother(Level& level) const;
   // Builds the level below level l into `next`.

@@ -71,8 +71,8 @@ class Simulator {
   // chunks on the workers (parallel/parallel_for.hpp): springs kSpringGrain a chunk,
   // masses kContactGrain a chunk in the nearest-point searches.
   static constexpr int kSplitMinMasses = 1000;
-  static constexpr long kSpringGrain = 256;
-  static constexpr long kStencilGrain = 128;  // a hinge costs about what two springs do
+  static constexpr long kSpringGrain = 1024;
+  static constexpr long kStencilGrain = 512;  // a hinge costs about what two springs do
   static constexpr long kContactGrain = 256;
   static constexpr int kMultigridMinMasses = 4000;
   // Under error control Newton's linear systems are solved to 1e-1, where a V-cycle beats
