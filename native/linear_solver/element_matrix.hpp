@@ -54,17 +54,22 @@ class ElementMatrix {
   template <class Block>
   void set_pair(int p, int a, int b, const Block& W) {
     pair_node_[p] = {a, b};
-    double* out = &pair_block_[static_cast<std::size_t>(p) * dim_ * dim_];
-    for (int r = 0; r < dim_; ++r)
-      for (int c = 0; c < dim_; ++c) out[dim_ * r + c] = W(r, c);
+    copy_block(W, &pair_block_[static_cast<std::size_t>(p) * dim_ * dim_]);
   }
   // Adds W to mass i's diagonal block; at most once per mass between two resizes.
   template <class Block>
   void set_node_block(int i, const Block& W) {
-    double* out = &node_block_[static_cast<std::size_t>(i) * dim_ * dim_];
     block_nodes_.push_back(i);
-    for (int r = 0; r < dim_; ++r)
-      for (int c = 0; c < dim_; ++c) out[dim_ * r + c] = W(r, c);
+    copy_block(W, &node_block_[static_cast<std::size_t>(i) * dim_ * dim_]);
+  }
+  // out = W row-major; unrolled when W's size is known at compile time (assembly writes a
+  // block per spring at every Newton iteration).
+  template <class Block>
+  void copy_block(const Block& W, double* out) const {
+    constexpr int N = Block::RowsAtCompileTime;
+    const int n = N > 0 ? N : dim_;
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < n; ++c) out[n * r + c] = W(r, c);
   }
   // The stencils' layout: stencil s has the vertices start[s] ... start[s + 1] - 1 of the
   // list set_stencil fills, and its block is an outer product where outer[s] (empty: none
