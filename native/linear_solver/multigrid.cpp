@@ -470,18 +470,6 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
   for (int p = 0; p < np; ++p)
     if (const auto [a, b] = elements.pair_nodes(p); a >= 0 && b >= 0 && a != b && !left_out(p))
       neighbours[a].push_back(b), neighbours[b].push_back(a);
-  // Every two masses of a stencil are coupled (bending: the vertices two edges apart).
-  auto each_stencil_pair = [&](const auto& visit) {
-    for (int st = 0; st < elements.num_stencils(); ++st) {
-      const int* nodes = elements.stencil_nodes(st);
-      const int k = elements.stencil_size(st);
-      for (int i = 0; i < k; ++i)
-        for (int j = 0; j < k; ++j) visit(nodes[i], nodes[j]);
-    }
-  };
-  each_stencil_pair([&](int a, int b) {
-    if (a >= 0 && b >= 0 && a != b) neighbours[a].push_back(b);
-  });
   DoubleBlocks& A = levels_[0].A;
   for (auto& row : neighbours) {
     std::sort(row.begin(), row.end());
@@ -499,11 +487,12 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
   pair_nodes_.resize(np);
   for (int p = 0; p < np; ++p) pair_nodes_[p] = elements.pair_nodes(p);
   stencil_nodes_ = elements.stencil_vertices();
-  // Each merged stencil block's block of A (the stencils' pairs are among A's).
+  // Each mass's diagonal block among the stencils' merged blocks (-1: in no stencil).
   const ElementMatrix::MergedStencils& merged = elements.merged_stencils();
-  stencil_blocks_.resize(merged.col.size());
+  stencil_diagonal_.assign(nn, -1);
   for (int a = 0; a + 1 < static_cast<int>(merged.row_start.size()); ++a)
-    for (int k = merged.row_start[a]; k < merged.row_start[a + 1]; ++k) stencil_blocks_[k] = find_block(A, a, merged.col[k]);
+    for (int k = merged.row_start[a]; k < merged.row_start[a + 1]; ++k)
+      if (merged.col[k] == a) stencil_diagonal_[a] = k;
   // Each node's pairs (a pair from a mass to itself adds nothing), in the pairs' order.
   node_pairs_start_.assign(nn + 1, 0);
   auto each_end = [&](const auto& visit) {
@@ -579,19 +568,25 @@ void SmoothedAggregation::fill_finest_rows(const ElementMatrix& elements, int fi
   }
 }
 
-// Rows first ... last - 1 of level 0 += sym of the stencils' merged blocks: block (a, b)
-// takes half of (a, b) and of (b, a) transposed.
+// Rows first ... last - 1 of level 0: each diagonal block += sym of the stencils' merged
+// block there. Only the diagonal blocks (test_core_stencils.py,
+// test_the_multigrid_finest_level_holds_the_stencils_diagonal_blocks): a stencil's blocks
+// between its vertices couple vertices two edges apart (a hinge's wing tips), and that
+// fill made every V-cycle and setup on a hinged sheet several times as costly, for more
+// Krylov iterations, not fewer (docs/performance.md, "Angular bending"). GMRES's products
+// keep every block, so Newton's answers stay those of the direct solver
+// (test_core_hinges.py, test_the_hinges_newton_blocks_reach_the_preconditioners).
 void SmoothedAggregation::add_stencils(const ElementMatrix::MergedStencils& merged, int first, int last) {
   const int D = dim_, DD = D * D;
   DoubleBlocks& A = levels_[0].A;
-  for (int a = first; a < last; ++a)
-    for (int k = merged.row_start[a]; k < merged.row_start[a + 1]; ++k) {
-      const double* B = &merged.value[static_cast<std::size_t>(k) * DD];
-      const double* T = &merged.value[static_cast<std::size_t>(merged.transpose[k]) * DD];
-      double* out = &A.values[static_cast<std::size_t>(stencil_blocks_[k]) * DD];
-      for (int r = 0; r < D; ++r)
-        for (int c = 0; c < D; ++c) out[D * r + c] += 0.5 * (B[D * r + c] + T[D * c + r]);
-    }
+  for (int a = first; a < last; ++a) {
+    const int k = stencil_diagonal_[a];
+    if (k < 0) continue;
+    const double* B = &merged.value[static_cast<std::size_t>(k) * DD];
+    double* out = &A.values[static_cast<std::size_t>(diagonal_[a]) * DD];
+    for (int r = 0; r < D; ++r)
+      for (int c = 0; c < D; ++c) out[D * r + c] += 0.5 * (B[D * r + c] + B[D * c + r]);
+  }
 }
 
 // One coarser level: 1 if built, 0 if the level does not coarsen (it is then the coarsest),
