@@ -47,7 +47,6 @@ class ElementMatrix {
     block_nodes_.clear();
     node_block_.resize(static_cast<std::size_t>(num_masses) * dim * dim, 0.0);
     couplings_.clear();
-    merged_.fresh = false;  // the stencils' values are written next (set_stencil)
   }
   void set_mass(int i, double value) { mass_diag_[i] = value; }
   // Pair p between masses a and b (-1 for a fix); W row-major.
@@ -86,8 +85,7 @@ class ElementMatrix {
     }
     stencil_node_.assign(stencil_start_.empty() ? 0 : stencil_start_.back(), -1);
     stencil_value_.assign(stencil_value_start_.back(), 0.0);
-    merged_.fresh = false;
-    merged_.nodes.clear();  // the sources' places moved: plan the merge again
+    incidence_.nodes.clear();  // the slots moved: made anew
   }
   // Stencil s over masses nodes[0 ... k - 1] (-1 for a fix), with its block B ((kD) x (kD)).
   template <class Block>
@@ -100,7 +98,7 @@ class ElementMatrix {
   }
   // Stencil s (laid out as an outer product) with the block scale * u u^T: 1 + kD numbers
   // where the block has (kD)^2 (a hinge: 13 instead of 144; what assembly writes and the
-  // merge reads, docs/performance.md "Angular bending").
+  // products read, docs/performance.md "Angular bending").
   template <class Vector>
   void set_stencil_outer(int s, const int* nodes, double scale, const Vector& u) {
     const int first = stencil_start_[s], k = stencil_start_[s + 1] - first, n = k * dim_;
@@ -172,33 +170,50 @@ class ElementMatrix {
   int num_masses() const { return static_cast<int>(mass_diag_.size()); }
   int num_rods() const { return static_cast<int>(rod_grad_.size()) / (dim_ > 0 ? dim_ : 1); }
 
-  // The stencils' blocks summed per pair of masses (merge_stencils): rows as CSR over the
-  // masses; merged block k sums the D x D blocks (i, j) of the stencils
-  // source[source_start[k]] ... source[source_start[k + 1] - 1], in stencil order, and
-  // the block of the same masses the other way round is transpose[k]; `nodes` the
-  // stencils' masses the pattern was made for.
-  struct MergedStencils {
-    struct Source {
-      int stencil;
-      std::uint8_t i, j;
-    };
-    bool fresh = false;
-    std::vector<int> nodes, row_start, col, transpose, source_start;
-    std::vector<Source> source;
-    std::vector<double> value;
+  // Each mass's places among the stencils' vertices (slots of stencil_vertices()), in
+  // stencil order, and each slot's stencil: the products and the multigrid's diagonal
+  // blocks gather by them, each mass its own sum (the same bits on any number of
+  // workers). Made anew when the stencils' vertices change; call it before a parallel
+  // loop reads it.
+  struct StencilIncidence {
+    std::vector<int> nodes;             // the stencils' vertices it was made for
+    std::vector<int> start, slot;       // mass a's slots: slot[start[a]] ... slot[start[a + 1] - 1]
+    std::vector<int> stencil_of;        // each slot's stencil
   };
-  // The stencils' blocks merged, up to date with the last assembly.
-  const MergedStencils& merged_stencils(bool parallel = false) const {
-    if (dim_ == 3)
-      merge_stencils<3>(parallel);
-    else
-      merge_stencils<2>(parallel);
-    return merged_;
+  const StencilIncidence& stencil_incidence() const {
+    if (incidence_.nodes != stencil_node_ || static_cast<int>(incidence_.start.size()) != num_masses() + 1) {
+      StencilIncidence& inc = incidence_;
+      const int nm = num_masses(), slots = static_cast<int>(stencil_node_.size());
+      inc.start.assign(nm + 1, 0);
+      for (int a : stencil_node_)
+        if (a >= 0) ++inc.start[a + 1];
+      for (int a = 0; a < nm; ++a) inc.start[a + 1] += inc.start[a];
+      inc.slot.resize(inc.start[nm]);
+      std::vector<int> next(inc.start.begin(), inc.start.end() - 1);
+      for (int q = 0; q < slots; ++q)
+        if (stencil_node_[q] >= 0) inc.slot[next[stencil_node_[q]]++] = q;
+      inc.stencil_of.resize(slots);
+      for (int st = 0; st < num_stencils(); ++st)
+        std::fill(inc.stencil_of.begin() + stencil_start_[st], inc.stencil_of.begin() + stencil_start_[st + 1], st);
+      inc.nodes = stencil_node_;
+    }
+    return incidence_;
+  }
+  // out += the stencils' diagonal blocks at mass a, row-major, in stencil order (the
+  // multigrid's finest level takes only these: multigrid.cpp, add_stencils).
+  template <int D>
+  void add_stencil_diagonal(int a, double* out) const {
+    const StencilIncidence& inc = incidence_;  // made by stencil_incidence() before
+    for (int q = inc.start[a]; q < inc.start[a + 1]; ++q) {
+      const int st = inc.stencil_of[inc.slot[q]], i = inc.slot[q] - stencil_start_[st];
+      add_stencil_block<D>(st, i, i, out);
+    }
   }
 
-  // The pairs a parallel product cuts into one chunk each (parallel_for.hpp), and the
-  // rows of the merged stencils.
+  // The pairs a parallel product cuts into one chunk each (parallel_for.hpp), the
+  // stencils, and the rows that gather the stencils' products.
   static constexpr long kPairGrain = 1024;
+  static constexpr long kStencilGrain = 512;
   static constexpr long kRowGrain = 512;
 
   // y = J x; with `parallel`, the pairs in chunks at once (by their number alone), each
@@ -311,99 +326,53 @@ class ElementMatrix {
     for (const int* p = first; p != last; ++p) add_pair<D>(x, y, *p, offset);
   }
 
-  // y += the stencils times x, node by node through their merged blocks, rows in chunks
-  // at once with `parallel` (each writes its own rows: the same bits on any number of
-  // workers). A hinge's 12 x 12 block couples 16 node pairs, most shared with its
-  // neighbours: merged, a product multiplies each pair once (docs/performance.md,
-  // "Angular bending").
+  // y += the stencils times x, stencils and then rows in chunks at once with `parallel`
+  // (each writes its own slots, then its own rows: the same bits on any number of
+  // workers).
   template <int D>
   void add_stencils(const Eigen::VectorXd& x, Eigen::VectorXd& y, bool parallel) const {
-    if (num_stencils() == 0) return;
-    merge_stencils<D>(parallel);
-    using Block = Eigen::Map<const Eigen::Matrix<double, D, D, Eigen::RowMajor>>;
-    const long rows = static_cast<long>(merged_.row_start.size()) - 1;
+    const int count = num_stencils();
+    if (count == 0) return;
+    const StencilIncidence& inc = stencil_incidence();
+    using Vec = Eigen::Matrix<double, D, 1>;
+    stencil_product_.resize(stencil_node_.size() * D);
+    // Each stencil's rows of B_s x_s into its own slots, then each mass gathers its slots:
+    // a hinge's outer product costs 2kD products where its blocks merged per pair of
+    // masses cost (kD)^2 and a merge per assembly (docs/performance.md, "Angular bending").
+    for_chunks(count, parallel ? chunk_count(count, kStencilGrain) : 1, [&](long first, long last) {
+      for (long st = first; st < last; ++st)
+        stencil_times<D>(static_cast<int>(st), x, &stencil_product_[static_cast<std::size_t>(stencil_start_[st]) * D]);
+    });
+    const long rows = num_masses();
     for_chunks(rows, parallel ? chunk_count(rows, kRowGrain) : 1, [&](long first, long last) {
       for (long a = first; a < last; ++a) {
-        Eigen::Matrix<double, D, 1> sum = Eigen::Matrix<double, D, 1>::Zero();
-        for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k)
-          sum += Block(&merged_.value[static_cast<std::size_t>(k) * D * D]) * x.template segment<D>(D * merged_.col[k]);
+        Vec sum = Vec::Zero();
+        for (int q = inc.start[a]; q < inc.start[a + 1]; ++q)
+          sum += Eigen::Map<const Vec>(&stencil_product_[static_cast<std::size_t>(inc.slot[q]) * D]);
         y.template segment<D>(D * a) += sum;
       }
     });
   }
 
-  // merged_ brought up to date with the stencils' nodes and values: its pattern once per
-  // set of nodes; its values once per assembly, each merged block the sum of the
-  // stencils' blocks it gathers, in stencil order, rows in chunks at once with `parallel`
-  // (each writes its own blocks: the same bits on any number of workers).
+  // out (kD numbers) = stencil st's block times its vertices' x (a fix's x: 0).
   template <int D>
-  void merge_stencils(bool parallel) const {
-    if (merged_.fresh) return;
-    if (merged_.nodes != stencil_node_ || static_cast<int>(merged_.row_start.size()) != num_masses() + 1)
-      plan_merge<D>();
-    const long rows = num_masses();
-    for_chunks(rows, parallel ? chunk_count(rows, kRowGrain) : 1, [&](long first, long last) {
-      for (long a = first; a < last; ++a)
-        for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k) {
-          double* out = &merged_.value[static_cast<std::size_t>(k) * D * D];
-          std::fill_n(out, D * D, 0.0);
-          for (int q = merged_.source_start[k]; q < merged_.source_start[k + 1]; ++q) {
-            const MergedStencils::Source& from = merged_.source[q];
-            add_stencil_block<D>(from.stencil, from.i, from.j, out);
-          }
-        }
-    });
-    merged_.fresh = true;
-  }
-
-  // merged_'s pattern: for each mass its stencil neighbours (CSR, columns sorted), and for
-  // each merged block where its stencils' blocks lie in stencil_value_ (in stencil order).
-  template <int D>
-  void plan_merge() const {
-    const int nm = num_masses();
-    std::vector<std::vector<int>> cols(nm);
-    for (int st = 0; st < num_stencils(); ++st)
-      for (int i = stencil_start_[st]; i < stencil_start_[st + 1]; ++i)
-        for (int j = stencil_start_[st]; j < stencil_start_[st + 1]; ++j)
-          if (stencil_node_[i] >= 0 && stencil_node_[j] >= 0) cols[stencil_node_[i]].push_back(stencil_node_[j]);
-    merged_.row_start.assign(nm + 1, 0);
-    merged_.col.clear();
-    for (int a = 0; a < nm; ++a) {
-      std::sort(cols[a].begin(), cols[a].end());
-      cols[a].erase(std::unique(cols[a].begin(), cols[a].end()), cols[a].end());
-      merged_.col.insert(merged_.col.end(), cols[a].begin(), cols[a].end());
-      merged_.row_start[a + 1] = static_cast<int>(merged_.col.size());
+  void stencil_times(int st, const Eigen::VectorXd& x, double* out) const {
+    const int first = stencil_start_[st], k = stencil_start_[st + 1] - first, n = k * D;
+    const double* V = &stencil_value_[stencil_value_start_[st]];
+    if (is_outer(st)) {
+      double t = 0;
+      for (int j = 0; j < k; ++j)
+        if (const int b = stencil_node_[first + j]; b >= 0)
+          for (int c = 0; c < D; ++c) t += V[1 + D * j + c] * x(D * b + c);
+      t *= V[0];
+      for (int r = 0; r < n; ++r) out[r] = t * V[1 + r];
+      return;
     }
-    const std::size_t blocks = merged_.col.size();
-    auto find = [&](int a, int b) {
-      const auto begin = merged_.col.begin() + merged_.row_start[a], end = merged_.col.begin() + merged_.row_start[a + 1];
-      return static_cast<int>(std::lower_bound(begin, end, b) - merged_.col.begin());
-    };
-    merged_.transpose.resize(blocks);
-    for (int a = 0; a < nm; ++a)
-      for (int k = merged_.row_start[a]; k < merged_.row_start[a + 1]; ++k) merged_.transpose[k] = find(merged_.col[k], a);
-    // Each stencil block (i, j) in stencil order: its merged block, where it starts, its
-    // row length. Then grouped by merged block, keeping that order (a counting sort).
-    std::vector<int> slot;
-    std::vector<MergedStencils::Source> from;
-    for (int st = 0; st < num_stencils(); ++st) {
-      const int first = stencil_start_[st], k = stencil_start_[st + 1] - first;
-      for (int i = 0; i < k; ++i)
-        for (int j = 0; j < k; ++j) {
-          const int a = stencil_node_[first + i], b = stencil_node_[first + j];
-          if (a < 0 || b < 0) continue;
-          slot.push_back(find(a, b));
-          from.push_back({st, static_cast<std::uint8_t>(i), static_cast<std::uint8_t>(j)});
-        }
-    }
-    merged_.source_start.assign(blocks + 1, 0);
-    for (int s : slot) ++merged_.source_start[s + 1];
-    for (std::size_t k = 0; k < blocks; ++k) merged_.source_start[k + 1] += merged_.source_start[k];
-    merged_.source.resize(slot.size());
-    std::vector<int> next(merged_.source_start.begin(), merged_.source_start.end() - 1);
-    for (std::size_t q = 0; q < slot.size(); ++q) merged_.source[next[slot[q]]++] = from[q];
-    merged_.value.assign(blocks * D * D, 0.0);
-    merged_.nodes = stencil_node_;
+    std::fill_n(out, n, 0.0);
+    for (int j = 0; j < k; ++j)
+      if (const int b = stencil_node_[first + j]; b >= 0)
+        for (int r = 0; r < n; ++r)
+          for (int c = 0; c < D; ++c) out[r] += V[n * r + D * j + c] * x(D * b + c);
   }
 
   // y += the couplings times x: y_i += w_i S sum_j w_j x_j, in the couplings' order.
@@ -487,7 +456,8 @@ class ElementMatrix {
   std::vector<double> stencil_value_;
   // A parallel product's chunks of pairs, by where they lie.
   mutable ChunkPlan plan_;
-  mutable MergedStencils merged_;
+  mutable StencilIncidence incidence_;
+  mutable std::vector<double> stencil_product_;  // add_stencils' rows of each stencil
 };
 
 }  // namespace ms

@@ -487,12 +487,6 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
   pair_nodes_.resize(np);
   for (int p = 0; p < np; ++p) pair_nodes_[p] = elements.pair_nodes(p);
   stencil_nodes_ = elements.stencil_vertices();
-  // Each mass's diagonal block among the stencils' merged blocks (-1: in no stencil).
-  const ElementMatrix::MergedStencils& merged = elements.merged_stencils();
-  stencil_diagonal_.assign(nn, -1);
-  for (int a = 0; a + 1 < static_cast<int>(merged.row_start.size()); ++a)
-    for (int k = merged.row_start[a]; k < merged.row_start[a + 1]; ++k)
-      if (merged.col[k] == a) stencil_diagonal_[a] = k;
   // Each node's pairs (a pair from a mass to itself adds nothing), in the pairs' order.
   node_pairs_start_.assign(nn + 1, 0);
   auto each_end = [&](const auto& visit) {
@@ -514,14 +508,17 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
 // pairs left out add nothing at all (leaving out only the blocks between the ends would
 // give translations energy, which the coarse levels are built to leave free).
 void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
-  const ElementMatrix::MergedStencils& merged = elements.merged_stencils(parallel);
+  const bool stencils = elements.num_stencils() > 0;
+  if (stencils) elements.stencil_incidence();  // made before the chunks read it
   // Each chunk of rows adds what lands in its own blocks.
   in_row_chunks(levels_[0].A.rows(), parallel, [&](int first, int last) {
-    if (dim_ == 3)
+    if (dim_ == 3) {
       fill_finest_rows<3>(elements, first, last);
-    else
+      if (stencils) add_stencils<3>(elements, first, last);
+    } else {
       fill_finest_rows<2>(elements, first, last);
-    if (!merged.row_start.empty()) add_stencils(merged, first, last);
+      if (stencils) add_stencils<2>(elements, first, last);
+    }
   });
 }
 
@@ -568,21 +565,21 @@ void SmoothedAggregation::fill_finest_rows(const ElementMatrix& elements, int fi
   }
 }
 
-// Rows first ... last - 1 of level 0: each diagonal block += sym of the stencils' merged
-// block there. Only the diagonal blocks (test_core_stencils.py,
+// Rows first ... last - 1 of level 0: each diagonal block += sym of the stencils' diagonal
+// blocks there. Only the diagonal blocks (test_core_stencils.py,
 // test_the_multigrid_finest_level_holds_the_stencils_diagonal_blocks): a stencil's blocks
 // between its vertices couple vertices two edges apart (a hinge's wing tips), and that
 // fill made every V-cycle and setup on a hinged sheet several times as costly, for more
 // Krylov iterations, not fewer (docs/performance.md, "Angular bending"). GMRES's products
 // keep every block, so Newton's answers stay those of the direct solver
 // (test_core_hinges.py, test_the_hinges_newton_blocks_reach_the_preconditioners).
-void SmoothedAggregation::add_stencils(const ElementMatrix::MergedStencils& merged, int first, int last) {
-  const int D = dim_, DD = D * D;
+template <int D>
+void SmoothedAggregation::add_stencils(const ElementMatrix& elements, int first, int last) {
+  constexpr int DD = D * D;
   DoubleBlocks& A = levels_[0].A;
   for (int a = first; a < last; ++a) {
-    const int k = stencil_diagonal_[a];
-    if (k < 0) continue;
-    const double* B = &merged.value[static_cast<std::size_t>(k) * DD];
+    double B[DD] = {};
+    elements.add_stencil_diagonal<D>(a, B);
     double* out = &A.values[static_cast<std::size_t>(diagonal_[a]) * DD];
     for (int r = 0; r < D; ++r)
       for (int c = 0; c < D; ++c) out[D * r + c] += 0.5 * (B[D * r + c] + B[D * c + r]);

@@ -152,10 +152,10 @@ class SmoothedAggregation {
   std::vector<std::array<int, 2>> pair_blocks_;  // blocks (a, b) and (b, a) of each pair
   std::vector<int> diagonal_;                    // level 0's diagonal block of each row
   std::vector<int> node_pairs_start_, node_pairs_;  // each level-0 node's pairs, in order
-  // The stencils' vertices level 0 was made for, and each mass's diagonal block among
-  // the stencils' merged blocks (ElementMatrix::MergedStencils; -1: none).
-  std::vector<int> stencil_nodes_, stencil_diagonal_;
-  void add_stencils(const ElementMatrix::MergedStencils& merged, int first, int last);
+  // The stencils' vertices level 0 was made for.
+  std::vector<int> stencil_nodes_;
+  template <int D>
+  void add_stencils(const ElementMatrix& elements, int first, int last);
   std::vector<Eigen::VectorXd> top_modes_;  // each level's last power-iteration vector
   Eigen::SimplicialLDLT<SpMat> coarse_;
   int dim_ = 0;
