@@ -442,6 +442,19 @@ class PartFrames:
             self.rod_forces[k] = rod_forces[self.rods]
 
 
+def part_has_unbraced_hinges(arrays: MeshArrays, settings: SimulationSettings) -> bool:
+    """Whether a hinge of angular bending has a triangle with a side that is no spring (a
+    quad's diagonal: quads are cut into triangles) while no shear springs brace the quads:
+    such a triangle can shear flat, where the hinge's angle has no direction, and a stiff
+    sheet fails there (test_bending.py, test_a_stiff_shear_free_sheet_names_shear_stiffness)."""
+    if not len(arrays.hinges) or settings.bending_rigidity <= 0 or len(arrays.shear_pairs):
+        return False
+    springs = {tuple(sorted(edge)) for edge in arrays.edges.tolist()}
+    return any(tuple(sorted((a, b))) not in springs
+               for x0, x1, x2, x3 in arrays.hinges.tolist()
+               for a, b in ((x0, x2), (x1, x2), (x0, x3), (x1, x3)))
+
+
 class FrameSimulation:
     """Runs the core one frame at a time, so a UI can show progress and cancel between frames.
 
@@ -560,6 +573,11 @@ class FrameSimulation:
             cure = "" if "Likely cause:" in str(ex) else (
                 f" Likely cure: more substeps (now {substeps}), lower stiffness "
                 "or mass ratios, or more numerical damping (ρ∞ below 1, or Implicit Euler)")
+            if cure and any(part_has_unbraced_hinges(part.arrays, part.settings) for part in self.parts):
+                cure = (" Likely cause: Shear Stiffness is 0, so quads can shear flat, and the "
+                        "angular bending across a flattened quad's triangles has no direction. "
+                        "Likely cure: a Shear Stiffness (e.g. the Stiffness), or "
+                        "less Bending Rigidity.")
             raise BakeError(f"frame {frame}: the solver failed ({ex}).{cure}") from ex
         positions = self.mss.vertex_positions()
         if not np.isfinite(positions).all() or self._flown_off(positions, k):

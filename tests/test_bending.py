@@ -209,3 +209,39 @@ def test_stiffness_and_damping_groups_reach_every_spring():
         assert spring.damping == pytest.approx(s.damping * wd, rel=1e-12)  # float32 too
         checked["edge" if tuple(sorted(ends)) in edges else "shear"] += 1
     assert checked["edge"] > 100 and checked["shear"] > 50
+
+
+def sheet_object(n=33, name="Sheet"):
+    """The 1 m sheet of cloth_side_by_side.py: n x n vertices, quads, flat, pinned at two
+    corners of one side; 1 kg, 1000 N/m, no shear springs (the panel's default)."""
+    bpy = require_bpy()
+    verts = [(i / (n - 1), j / (n - 1), 2.0) for j in range(n) for i in range(n)]
+    faces = [(j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i)
+             for j in range(n - 1) for i in range(n - 1)]
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(verts, [], faces)
+    mesh.update()
+    obj = bpy.data.objects.new(name, mesh)
+    bpy.context.scene.collection.objects.link(obj)
+    obj.vertex_groups.new(name="Pins").add([0, n - 1], 1.0, 'REPLACE')
+    s = obj.mass_spring
+    s.enabled, s.pin_group = True, "Pins"
+    s.total_mass, s.stiffness, s.damping = 1.0, 1000.0, 0.01
+    return obj
+
+
+def test_a_stiff_shear_free_sheet_names_shear_stiffness():
+    """Without shear springs a quad can shear flat, and the hinges across its diagonal
+    (quads are cut both ways) lose their direction there: a stiff sheet (D = 0.01 N m)
+    folding at two corners fails, and the message names Shear Stiffness as the cure, not
+    only the usual ones. With shear springs the same sheet bakes. The object is left as it
+    was."""
+    bake_module = submodule("bake")
+    obj = sheet_object()
+    obj.mass_spring.bending_rigidity = 1e-2
+    with pytest.raises(bake_module.BakeError, match="Shear Stiffness is 0.*Likely cure: a Shear Stiffness"):
+        bake(obj, frames=25)
+    assert obj.data.shape_keys is None
+    obj.mass_spring.shear_stiffness = 1000.0
+    result = bake(obj, frames=25)
+    assert np.isfinite(result.positions).all()
