@@ -85,13 +85,20 @@ class ElementMatrix {
     }
     stencil_node_.assign(stencil_start_.empty() ? 0 : stencil_start_.back(), -1);
     stencil_value_.assign(stencil_value_start_.back(), 0.0);
-    incidence_.nodes.clear();  // the slots moved: made anew
+    incidence_fresh_ = false;  // the slots moved: made anew
+  }
+  // Stencil vertices from `first` on; the incidence is made anew only if they changed
+  // (assembly writes the same ones every time while the topology stays).
+  void set_stencil_nodes(int first, const int* nodes, int k) {
+    if (std::equal(nodes, nodes + k, &stencil_node_[first])) return;
+    std::copy(nodes, nodes + k, &stencil_node_[first]);
+    incidence_fresh_ = false;
   }
   // Stencil s over masses nodes[0 ... k - 1] (-1 for a fix), with its block B ((kD) x (kD)).
   template <class Block>
   void set_stencil(int s, const int* nodes, const Block& B) {
     const int first = stencil_start_[s], k = stencil_start_[s + 1] - first, n = k * dim_;
-    std::copy(nodes, nodes + k, &stencil_node_[first]);
+    set_stencil_nodes(first, nodes, k);
     double* out = &stencil_value_[stencil_value_start_[s]];
     for (int r = 0; r < n; ++r)
       for (int c = 0; c < n; ++c) out[n * r + c] = B(r, c);
@@ -102,7 +109,7 @@ class ElementMatrix {
   template <class Vector>
   void set_stencil_outer(int s, const int* nodes, double scale, const Vector& u) {
     const int first = stencil_start_[s], k = stencil_start_[s + 1] - first, n = k * dim_;
-    std::copy(nodes, nodes + k, &stencil_node_[first]);
+    set_stencil_nodes(first, nodes, k);
     double* out = &stencil_value_[stencil_value_start_[s]];
     out[0] = scale;
     for (int r = 0; r < n; ++r) out[1 + r] = u(r);
@@ -173,15 +180,14 @@ class ElementMatrix {
   // Each mass's places among the stencils' vertices (slots of stencil_vertices()), in
   // stencil order, and each slot's stencil: the products and the multigrid's diagonal
   // blocks gather by them, each mass its own sum (the same bits on any number of
-  // workers). Made anew when the stencils' vertices change; call it before a parallel
-  // loop reads it.
+  // workers). Made anew when the stencils' vertices or the number of masses change; call
+  // it before a parallel loop reads it.
   struct StencilIncidence {
-    std::vector<int> nodes;             // the stencils' vertices it was made for
     std::vector<int> start, slot;       // mass a's slots: slot[start[a]] ... slot[start[a + 1] - 1]
     std::vector<int> stencil_of;        // each slot's stencil
   };
   const StencilIncidence& stencil_incidence() const {
-    if (incidence_.nodes != stencil_node_ || static_cast<int>(incidence_.start.size()) != num_masses() + 1) {
+    if (!incidence_fresh_ || static_cast<int>(incidence_.start.size()) != num_masses() + 1) {
       StencilIncidence& inc = incidence_;
       const int nm = num_masses(), slots = static_cast<int>(stencil_node_.size());
       inc.start.assign(nm + 1, 0);
@@ -195,7 +201,7 @@ class ElementMatrix {
       inc.stencil_of.resize(slots);
       for (int st = 0; st < num_stencils(); ++st)
         std::fill(inc.stencil_of.begin() + stencil_start_[st], inc.stencil_of.begin() + stencil_start_[st + 1], st);
-      inc.nodes = stencil_node_;
+      incidence_fresh_ = true;
     }
     return incidence_;
   }
@@ -457,6 +463,7 @@ class ElementMatrix {
   // A parallel product's chunks of pairs, by where they lie.
   mutable ChunkPlan plan_;
   mutable StencilIncidence incidence_;
+  mutable bool incidence_fresh_ = false;
   mutable std::vector<double> stencil_product_;  // add_stencils' rows of each stencil
 };
 
