@@ -382,7 +382,13 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
     else
       forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
     n.check_residual_first = false;
-    if (it == 0) lin_.renew_smoother();
+    // The multigrid's smoother takes the matrix's values anew at every time step, and at
+    // every Newton iteration while something touches: a contact's stiffness, damping and
+    // friction change by orders of magnitude from one iteration to the next as masses
+    // enter the contact band and stick or slide, and a smoother that has not seen them
+    // costs GMRES three times the iterations on a sheet landing on a floor
+    // (docs/performance.md, "The smoother follows the contacts").
+    if (it == 0 || !contacts_.empty() || self_touching_) lin_.renew_smoother();
     const NewtonResidual residual = newton_residual(n.F, n.g, n.acc, q_max, tol.acc, tol.pos, step.bq, n.rhs);
     const double err = std::max(residual.force_err, residual.constraint_err);
     // Error control only; the constraint rows are not accelerations (rms_acceleration).
