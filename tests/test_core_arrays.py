@@ -110,7 +110,7 @@ def _raw_arrays(n=3):
                 velocities=np.zeros_like(pos), springs=np.array([[0, 1]], np.int64),
                 stiffness=np.array([10.0]), rest=np.array([1.0]), damping=np.array([0.0]),
                 rope=np.array([False]), constraints=np.zeros((0, 2), np.int64),
-                clength=np.zeros(0))
+                clength=np.zeros(0), locality_order=False)
 
 
 def _build_raw(**changes):
@@ -197,3 +197,42 @@ def test_one_rope_flag_stands_for_every_spring():
         np.testing.assert_array_equal(mss.positions, np.array(line[1:]))
     with pytest.raises(ValueError, match=r"rope: expected one flag or 2 flags, got shape \(3,\)"):
         ms.from_arrays(line, 1.0, springs=[(0, 1), (1, 2)], rope=[True, False, True])
+
+
+def test_locality_order_numbers_the_masses_along_space_and_keeps_vertex_order_outside():
+    """With locality_order the masses are numbered along a Z-order curve through the
+    positions, whatever the vertex order: consecutive masses are near each other (on a
+    sheet whose vertices are shuffled, as modelled meshes' often are), the fixes keep
+    vertex order, vertex_positions() stays in vertex order and the motion is the plain
+    build's (up to the round-off of sums taken in another order), and messages still name
+    vertices as the arrays number them."""
+    n = 17
+    sheet = ms.presets.cloth(n, n, spacing=1.0 / (n - 1), pins=[0, n - 1], total_mass=1.0, stiffness=500.0)
+    perm = np.random.default_rng(5).permutation(n * n)  # vertex i of the grid is vertex perm[i]
+    pos = np.empty_like(sheet.positions)
+    pos[perm] = sheet.positions
+    fixed = np.zeros(n * n, bool)
+    fixed[perm[[0, n - 1]]] = True
+    springs = perm[np.asarray(sheet.edges)]
+    runs = {}
+    for local in (False, True):
+        mss = ms.from_arrays(pos, 1.0 / (n * n), fixed=fixed, springs=springs, stiffness=500.0,
+                             gravity=[0, 0, -9.81], locality_order=local)
+        order = np.asarray(mss.mass_vertices)
+        assert sorted(order) == sorted(np.flatnonzero(~fixed))
+        np.testing.assert_array_equal(mss.positions, pos[order])
+        np.testing.assert_array_equal(mss.fixed_vertices, np.flatnonzero(fixed))
+        runs[local] = (order, mss)
+    plain, local = runs[False][0], runs[True][0]
+    step = lambda order: np.linalg.norm(np.diff(pos[order], axis=0), axis=1).mean()  # noqa: E731
+    # within two grid spacings on average (a Z curve jumps between its quadrants), where
+    # the shuffled vertex order jumps across the sheet
+    assert step(local) < 2.0 / (n - 1) and step(plain) > 0.3
+    for _, mss in runs.values():  # fixed steps, Newton converged: only round-off differs
+        mss.tolerance, mss.newton_tol = 0.0, 1e-12
+        mss.simulate(0.5, 100)
+    np.testing.assert_allclose(runs[True][1].vertex_positions(), runs[False][1].vertex_positions(), atol=1e-9)
+    masses = np.full(n * n, 0.01)
+    masses[perm[40]] = -1.0
+    with pytest.raises(ValueError, match=f"vertex {perm[40]}\\b"):
+        ms.from_arrays(pos, masses, fixed=fixed, springs=springs, stiffness=500.0, locality_order=True)

@@ -75,7 +75,7 @@ std::shared_ptr<System<D>> system_from_arrays(const Arr& positions, const Arr& m
                                               const IdxArr& springs, const Arr& stiffness,
                                               const Arr& rest, const Arr& damping,
                                               const MaskArr& rope, const IdxArr& constraints,
-                                              const Arr& clength) {
+                                              const Arr& clength, bool locality_order) {
   MeshArrays arrays;
   arrays.positions = view<double>(positions);
   arrays.masses = view<double>(masses);
@@ -88,6 +88,7 @@ std::shared_ptr<System<D>> system_from_arrays(const Arr& positions, const Arr& m
   arrays.rope = view<bool>(rope);
   arrays.constraints = view<long long>(constraints);
   arrays.constraint_length = view<double>(clength);
+  arrays.locality_order = locality_order;
   auto system = std::make_shared<System<D>>();
   build_from_arrays<D>(*system, arrays);
   return system;
@@ -150,6 +151,16 @@ void add_wire_bendings(System<D>& s, const IdxArr& joints, const Arr& stiffness,
 
 }  // namespace
 
+// The vertex each mass (type MASS) or fix (FIX) is, by its number.
+template <int D>
+py::array_t<long long> vertices_of(const System<D>& s, ConnectorType type, int count) {
+  std::vector<long long> idx(static_cast<std::size_t>(count), -1);
+  const auto& vertices = s.vertices_from_arrays();
+  for (std::size_t i = 0; i < vertices.size(); ++i)
+    if (vertices[i].type == type) idx[static_cast<std::size_t>(vertices[i].nr)] = static_cast<long long>(i);
+  return py::array_t<long long>(idx.size(), idx.data());
+}
+
 template <int D>
 void bind_arrays(SystemClass<D>& cls) {
   using S = System<D>;
@@ -199,22 +210,11 @@ void bind_arrays(SystemClass<D>& cls) {
              return as_array(x, n, D);
            },
            "Velocities of all vertices in vertex order (zero for fixes), shape (N, D).")
-      .def_property_readonly("fixed_vertices",
-                             [](const S& s) {
-                               std::vector<long long> idx;
-                               const auto& vertices = s.vertices_from_arrays();
-                               for (std::size_t i = 0; i < vertices.size(); ++i)
-                                 if (vertices[i].type == FIX) idx.push_back(i);
-                               return py::array_t<long long>(idx.size(), idx.data());
-                             })
-      .def_property_readonly("mass_vertices",
-                             [](const S& s) {
-                               std::vector<long long> idx;
-                               const auto& vertices = s.vertices_from_arrays();
-                               for (std::size_t i = 0; i < vertices.size(); ++i)
-                                 if (vertices[i].type == MASS) idx.push_back(i);
-                               return py::array_t<long long>(idx.size(), idx.data());
-                             })
+      .def_property_readonly("fixed_vertices", [](const S& s) { return vertices_of(s, FIX, s.num_fixes()); },
+                             "The vertex of each fix (fix k: entry k).")
+      .def_property_readonly("mass_vertices", [](const S& s) { return vertices_of(s, MASS, s.num_masses()); },
+                             "The vertex of each mass (mass k: entry k; in vertex order unless built "
+                             "with locality_order).")
       .def_static("_build_from_arrays", &system_from_arrays<D>)
       .def("add_hinges", &add_hinges<D>, py::arg("hinges"), py::arg("stiffness"), py::arg("rest_angle") = py::none(),
            "Bending across shared edges (HingeBending), many at once: hinges (n, 4) vertex "

@@ -1,7 +1,11 @@
 #include "model/build.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ms {
@@ -72,17 +76,19 @@ void build_from_arrays(System<D>& system, const MeshArrays& a) {
   int fixes = 0;
   auto vertex_name = [](std::size_t i) { return "vertex " + std::to_string(i); };
   for (std::size_t i = 0; i < N; ++i) {
-    const Vec<D> x = Eigen::Map<const Vec<D>>(a.positions.data + D * i);
-    if (a.fixed[i]) {
-      system.add_fix(x, [&](std::size_t) { return vertex_name(i); });
-      vertices[i] = Connector{FIX, fixes++, system.id()};
-    } else {
-      vertices[i] = Connector{MASS, static_cast<int>(m.size()), system.id()};
-      m.push_back(a.masses[i]);
-      p.push_back(x);
-      v.push_back(Eigen::Map<const Vec<D>>(a.velocities.data + D * i));
+    if (!a.fixed[i]) {
       mass_vertex.push_back(i);
+      continue;
     }
+    system.add_fix(Eigen::Map<const Vec<D>>(a.positions.data + D * i), [&](std::size_t) { return vertex_name(i); });
+    vertices[i] = Connector{FIX, fixes++, system.id()};
+  }
+  if (a.locality_order) mass_vertex = masses_in_locality_order<D>(a.positions, a.fixed);
+  for (const std::size_t i : mass_vertex) {
+    vertices[i] = Connector{MASS, static_cast<int>(m.size()), system.id()};
+    m.push_back(a.masses[i]);
+    p.push_back(Eigen::Map<const Vec<D>>(a.positions.data + D * i));
+    v.push_back(Eigen::Map<const Vec<D>>(a.velocities.data + D * i));
   }
   system.add_masses(m, p, v, [&](std::size_t k) { return vertex_name(mass_vertex[k]); });
   system.set_vertices(std::move(vertices));
@@ -110,6 +116,39 @@ void build_from_arrays(System<D>& system, const MeshArrays& a) {
   system.add_constraints(cs, [&](std::size_t k) { return edge_name("constraint", a.constraints, constraint_edge[k]); });
 }
 
+template <int D>
+std::vector<std::size_t> masses_in_locality_order(const ArrayView<double>& positions, const ArrayView<bool>& fixed) {
+  const std::size_t n = fixed.size;
+  Vec<D> low = Vec<D>::Constant(std::numeric_limits<double>::infinity()), high = -low;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Vec<D> x = Eigen::Map<const Vec<D>>(positions.data + D * i);
+    if (!x.allFinite()) continue;  // System::add_masses names it
+    low = low.cwiseMin(x);
+    high = high.cwiseMax(x);
+  }
+  // Each coordinate to 21 bits (63 in all in 3-D), its bits interleaved.
+  constexpr int kBits = 21;
+  const Vec<D> size = (high - low).cwiseMax(1e-300);
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (fixed[i]) continue;
+    const Vec<D> x = Eigen::Map<const Vec<D>>(positions.data + D * i);
+    std::uint64_t key = 0;
+    for (int k = 0; k < D; ++k) {
+      const double share = std::isfinite(x(k)) ? std::clamp((x(k) - low(k)) / size(k), 0.0, 1.0) : 0.0;
+      const auto cell = static_cast<std::uint64_t>(share * ((1u << kBits) - 1));
+      for (int b = 0; b < kBits; ++b) key |= ((cell >> b) & 1u) << (D * b + k);
+    }
+    keyed.emplace_back(key, i);
+  }
+  std::sort(keyed.begin(), keyed.end());  // ties: by vertex
+  std::vector<std::size_t> order(keyed.size());
+  for (std::size_t j = 0; j < keyed.size(); ++j) order[j] = keyed[j].second;
+  return order;
+}
+
+template std::vector<std::size_t> masses_in_locality_order<2>(const ArrayView<double>&, const ArrayView<bool>&);
+template std::vector<std::size_t> masses_in_locality_order<3>(const ArrayView<double>&, const ArrayView<bool>&);
 template void build_from_arrays<2>(System<2>&, const MeshArrays&);
 template void build_from_arrays<3>(System<3>&, const MeshArrays&);
 

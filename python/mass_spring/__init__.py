@@ -108,7 +108,7 @@ def _pairs(value, name: str) -> np.ndarray:
 def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
                 stiffness=0.0, rest_length=None, damping=0.0, rope=None,
                 constraints=None, constraint_length=None, gravity=None, faces=None,
-                self_collision_distance=0.0, self_friction=0.0):
+                self_collision_distance=0.0, self_friction=0.0, locality_order=False):
     """Build a 2-D or 3-D system from vertex and edge arrays in one call.
 
     positions (N, D); masses scalar or (N,) (ignored for fixed vertices); fixed (N,) bool
@@ -124,6 +124,11 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
     springs' and constraints' edges keep that distance apart wherever they share no vertex,
     with Coulomb friction self_friction (scalar or (N,)) among them
     (System.set_self_contact).
+
+    The masses are numbered in vertex order, leaving out the fixed vertices (``positions``
+    and ``velocities`` of the system list them so). With locality_order, along a
+    space-filling curve through the positions instead: faster for meshes whose vertex
+    order is scattered, with ``vertex_positions()`` still in vertex order.
 
     This function converts shapes and types; the core checks every value, in one place
     (System::add_*), and names the vertex or edge as these arrays number them.
@@ -170,7 +175,7 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
 
     cls = MassSpringSystem3d if dim == 3 else MassSpringSystem2d
     system = cls._build_from_arrays(pos, m, fixed_mask, vel, sp, k, rest, c, rope_mask, cp,
-                                    clen)
+                                    clen, bool(locality_order))
     if gravity is not None:
         system.gravity = list(np.asarray(gravity, dtype=float).ravel())
     if np.any(np.asarray(self_collision_distance, dtype=float) != 0):

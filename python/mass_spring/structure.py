@@ -274,7 +274,7 @@ def bending_pairs(faces) -> np.ndarray:
     return np.unique(pairs, axis=0)
 
 
-def build_system(structure, gravity=(0.0, 0.0, -9.81)):
+def build_system(structure, gravity=(0.0, 0.0, -9.81), locality_order=False):
     """The 3-D system of `structure`: this is where edges become springs, rods and ropes.
 
     Unmarked edges and rope edges become springs (ropes only pull) of stiffness
@@ -291,6 +291,9 @@ def build_system(structure, gravity=(0.0, 0.0, -9.81)):
     springs, rods, hinges and wire joints in that order too. Those with a
     self_collision_distance collide with themselves and with each other, each keeping its
     own distance and friction (a pair of two keeps the larger: System.set_self_contact).
+
+    locality_order: number the masses along a space-filling curve (:func:`from_arrays`),
+    as the add-on does; ``vertex_positions()`` stays in vertex order.
     """
     from . import from_arrays
 
@@ -317,6 +320,7 @@ def build_system(structure, gravity=(0.0, 0.0, -9.81)):
         constraints=joined("rods", 2),
         constraint_length=None,
         gravity=None if gravity is None else np.asarray(gravity, dtype=np.float64),
+        locality_order=locality_order,
     )
     if len(joined("hinges")):
         system.add_hinges(joined("hinges", 4), joined("hinge_stiffness"))
