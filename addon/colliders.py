@@ -59,7 +59,21 @@ def world_triangles(obj, depsgraph) -> tuple[np.ndarray, np.ndarray]:
         evaluated.to_mesh_clear()
     matrix = np.array(evaluated.matrix_world, dtype=np.float64)
     world = co.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
-    return world, tris.reshape(-1, 3).astype(np.int64)
+    return world, canonical_triangles(tris.reshape(-1, 3).astype(np.int64))
+
+
+def canonical_triangles(tris: np.ndarray) -> np.ndarray:
+    """The triangles in one order whatever order they come in: each turned (keeping its
+    orientation) to start at its smallest vertex, then sorted. Blender lists a mesh's loop
+    triangles in an order that can change from one process to the next, and the order
+    changes the core's sums by round-off, which a cloth draping over a ball turned into
+    centimetres: the same scene baked differently twice
+    (test_colliders.py, test_collider_triangles_come_in_one_order)."""
+    if not len(tris):
+        return tris
+    first = np.argmin(tris, axis=1)
+    turned = tris[np.arange(len(tris))[:, None], (first[:, None] + np.arange(3)) % 3]
+    return turned[np.lexsort(turned.T[::-1])]
 
 
 class ColliderReader:

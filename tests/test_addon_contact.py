@@ -129,3 +129,48 @@ def test_animated_collider_pushes_a_pinned_pendulum(scene, bake):
     assert (distance >= 0.98 * f32(0.02)).all()
     assert world[-1, 1, 0] > 0.05  # pushed aside
     assert np.abs(np.linalg.norm(world[:, 1] - world[:, 0], axis=1) - 1).max() < 1e-5
+
+
+def uv_sphere(radius=0.5, segments=24, rings=12):
+    """A UV sphere's vertices and faces (quads, triangle fans at the poles)."""
+    vertices = [(0.0, 0.0, radius)]
+    for j in range(1, rings):
+        theta = np.pi * j / rings
+        vertices += [(radius * np.sin(theta) * np.cos(2 * np.pi * i / segments),
+                      radius * np.sin(theta) * np.sin(2 * np.pi * i / segments), radius * np.cos(theta))
+                     for i in range(segments)]
+    vertices.append((0.0, 0.0, -radius))
+    ring = lambda j, i: 1 + j * segments + i % segments  # noqa: E731
+    faces = [(0, ring(0, i), ring(0, i + 1)) for i in range(segments)]
+    faces += [(ring(j, i), ring(j + 1, i), ring(j + 1, i + 1), ring(j, i + 1))
+              for j in range(rings - 2) for i in range(segments)]
+    faces += [(ring(rings - 2, i), len(vertices) - 1, ring(rings - 2, i + 1)) for i in range(segments)]
+    return vertices, faces
+
+
+def test_collider_triangles_come_in_one_order(scene, bake):
+    """The same ball given with its faces in another order bakes a cloth draping over it
+    to the same bits: the colliders'
+    triangles are put in one order before the core sees them (Blender's loop triangles
+    came in another order from one process to the next, and a draping cloth turned the
+    round-off into centimetres)."""
+    colliders = submodule("colliders")
+    rng = np.random.default_rng(4)
+    tris = np.array([rng.choice(50, 3, replace=False) for _ in range(40)])
+    shuffled = np.roll(tris[rng.permutation(40)], 1, axis=1)  # turned: the same triangles
+    np.testing.assert_array_equal(colliders.canonical_triangles(tris), colliders.canonical_triangles(shuffled))
+    vertices, faces = uv_sphere()
+    baked = []
+    for order in (faces, faces[::-1]):  # (a quad's corners turned would cut it the other way)
+        ball = make_collider("Ball", vertices, order, location=(0, 0, 0.5), friction=0.3)
+        n = 7
+        sheet = make_mesh_object("Cloth", [(0.15 * (i - 3), 0.15 * (j - 3), 1.1) for j in range(n) for i in range(n)],
+                                 faces=[(j * n + i, j * n + i + 1, (j + 1) * n + i + 1, (j + 1) * n + i)
+                                        for j in range(n - 1) for i in range(n - 1)])
+        settings = sheet.mass_spring
+        settings.enabled, settings.total_mass, settings.stiffness = True, 0.2, 300.0
+        baked.append(bake.bake_object(scene, sheet).positions)
+        assert baked[-1][-1, :, 2].min() < 1.0  # it fell onto the ball
+        for obj in (ball, sheet):
+            bpy.data.objects.remove(obj)
+    np.testing.assert_array_equal(baked[0], baked[1])
