@@ -68,7 +68,7 @@ def canonical_triangles(tris: np.ndarray) -> np.ndarray:
     triangles in an order that can change from one process to the next, and the order
     changes the core's sums by round-off, which a cloth draping over a ball turned into
     centimetres: the same scene baked differently twice
-    (test_colliders.py, test_collider_triangles_come_in_one_order)."""
+    (test_addon_contact.py, test_collider_triangles_come_in_one_order)."""
     if not len(tris):
         return tris
     first = np.argmin(tris, axis=1)

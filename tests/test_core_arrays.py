@@ -236,3 +236,21 @@ def test_locality_order_numbers_the_masses_along_space_and_keeps_vertex_order_ou
     masses[perm[40]] = -1.0
     with pytest.raises(ValueError, match=f"vertex {perm[40]}\\b"):
         ms.from_arrays(pos, masses, fixed=fixed, springs=springs, stiffness=500.0, locality_order=True)
+
+
+def test_messages_name_the_vertex_when_masses_are_in_locality_order():
+    """A mass about to pass through a collider is named by its vertex (its number in
+    locality order is another), and a system not built from arrays has no vertices."""
+    plane_v = np.array([[-10, -10, 0], [10, -10, 0], [10, 10, 0], [-10, 10, 0]], float)
+    plane_t = np.array([[0, 1, 2], [0, 2, 3]])
+    pos = np.array([[0.9, 0.9, 0.9], [0.5, 0.5, 0.6], [0.1, 0.1, 0.5]])  # vertex 2 lowest, first along the curve
+    mss = ms.from_arrays(pos, 0.04, gravity=[0, 0, 0], locality_order=True)
+    assert list(mss.mass_vertices) == [2, 1, 0]
+    mss.set_colliders(plane_v, plane_t, 1e-3, 0.3)
+    with pytest.raises(ms.SimulationError, match=r"vertex 2 would pass through a collider"):
+        for k in range(1, 13):  # a floor rising at 200 m/s, too fast for its 1 mm
+            mss.set_colliders(plane_v + [0, 0, 200 * k / 24], plane_t, 1e-3, 0.3)
+            mss.simulate(1 / 24, 1)
+    built = ms.MassSpringSystem3d()
+    built.add(ms.Mass(1.0, [0.0, 0.0, 0.0]))
+    assert len(built.mass_vertices) == 0 and len(built.masses) == 1

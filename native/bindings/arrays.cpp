@@ -151,11 +151,12 @@ void add_wire_bendings(System<D>& s, const IdxArr& joints, const Arr& stiffness,
 
 }  // namespace
 
-// The vertex each mass (type MASS) or fix (FIX) is, by its number.
+// The vertex each mass (type MASS) or fix (FIX) is, by its number; none in a system
+// not built from arrays (it has no vertices).
 template <int D>
 py::array_t<long long> vertices_of(const System<D>& s, ConnectorType type, int count) {
-  std::vector<long long> idx(static_cast<std::size_t>(count), -1);
   const auto& vertices = s.vertices_from_arrays();
+  std::vector<long long> idx(vertices.empty() ? 0 : static_cast<std::size_t>(count), -1);
   for (std::size_t i = 0; i < vertices.size(); ++i)
     if (vertices[i].type == type) idx[static_cast<std::size_t>(vertices[i].nr)] = static_cast<long long>(i);
   return py::array_t<long long>(idx.size(), idx.data());

@@ -135,7 +135,8 @@ std::vector<std::size_t> masses_in_locality_order(const ArrayView<double>& posit
     const Vec<D> x = Eigen::Map<const Vec<D>>(positions.data + D * i);
     std::uint64_t key = 0;
     for (int k = 0; k < D; ++k) {
-      const double share = std::isfinite(x(k)) ? std::clamp((x(k) - low(k)) / size(k), 0.0, 1.0) : 0.0;
+      const double ratio = (x(k) - low(k)) / size(k);  // NaN where x or the range is not finite
+      const double share = std::isfinite(ratio) ? std::clamp(ratio, 0.0, 1.0) : 0.0;
       const auto cell = static_cast<std::uint64_t>(share * ((1u << kBits) - 1));
       for (int b = 0; b < kBits; ++b) key |= ((cell >> b) & 1u) << (D * b + k);
     }

@@ -622,7 +622,8 @@ std::string Simulator<D>::collider_crossing(const VectorXd& q0, const VectorXd& 
     for (int i = 0; i < num_masses(); ++i) {
       const Vec3 p0 = q0.template segment<3>(3 * i), p1 = q1.template segment<3>(3 * i);
       if (!model_.colliders.crosses(p0, p1, t0, t1)) continue;
-      return "mass " + std::to_string(i) + " would pass through a collider (it moves at " +
+      // Named by its vertex where it has one: masses may be numbered in locality order.
+      return model_.connector_name(Connector{MASS, i, model_.id}) + " would pass through a collider (it moves at " +
              fmt((p1 - p0).norm() / (t1 - t0)) + " m/s, the colliders at up to " +
              fmt(model_.colliders.largest_speed()) + " m/s; the thinnest is " + fmt(model_.colliders.thinnest()) +
              " m thick)";
