@@ -196,7 +196,7 @@ def test_stiffness_and_damping_groups_reach_every_spring():
     arrays = submodule("mesh_arrays").mesh_to_arrays(obj)
     mss, structure = simulation.build_system(arrays, bake_module.simulation_settings(scene, obj), obj.matrix_world)
     import mass_spring as ms
-    free = mss.mass_vertices  # the add-on numbers the masses in locality order
+    free = mss.mass_vertices  # the vertex of each mass
     edges = {tuple(sorted(e)) for e in structure.edges.tolist()}
     checked = {"edge": 0, "shear": 0}
     for spring in mss.springs:
