@@ -128,6 +128,28 @@ def test_the_newton_block_is_the_stiffness_along_the_normal():
     np.testing.assert_allclose(f1 - f0, dfdx @ move, rtol=1e-4, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["point_triangle", "edge_edge", "point_edge"])
+def test_pairs_apart_skip_only_pairs_that_cannot_touch(kind):
+    """A listed pair is skipped at an assembly (stays_apart) only where its parts are still
+    beyond its distance: pairs listed at random, their vertices moved at random by up to
+    the pair's own size."""
+    rng = np.random.default_rng(7)
+    distance, skipped = 0.05, 0
+    for _ in range(4000):
+        listed = rng.uniform(-0.2, 0.2, (4, 3))
+        if kind == "point_edge":
+            listed[3] = listed[2]
+        x = listed + rng.uniform(-1, 1, (4, 3)) * rng.choice([0.005, 0.02, 0.1])
+        if kind == "point_edge":
+            x[3] = x[2]
+        apart, clearance = laws._self_pair_stays_apart(kind, listed, x, distance)
+        if apart:
+            skipped += 1
+            assert clearance > 0, (listed, x)
+    # the skip is not vacuous: most pairs listed at random are far beyond 5 cm and move less
+    assert skipped > 1000
+
+
 def test_a_pair_beyond_the_distance_has_no_force():
     x = PAIRS["point_triangle"].copy()
     x[0, 2] = 0.02

@@ -67,6 +67,13 @@ auto by_dimension(const Arr& d, F2 f2, F3 f3) {
   throw InputError("d must have 2 or 3 coordinates, got " + std::to_string(d.size()));
 }
 
+SelfContactPair::Kind self_pair_kind(const std::string& kind) {
+  if (kind == "point_triangle") return SelfContactPair::kPointTriangle;
+  if (kind == "edge_edge") return SelfContactPair::kEdgeEdge;
+  if (kind == "point_edge") return SelfContactPair::kPointEdge;
+  throw InputError("kind must be point_triangle, edge_edge or point_edge");
+}
+
 }  // namespace
 
 void bind_laws(py::module_& m) {
@@ -137,10 +144,7 @@ void bind_laws(py::module_& m) {
          double friction, double stiffness, double mass, double side) {
         const std::array<Vec<3>, 4> xs = hinge_rows(x), vs = hinge_rows(v);
         SelfContactPair pair;
-        pair.kind = kind == "point_triangle" ? SelfContactPair::kPointTriangle
-                    : kind == "edge_edge"    ? SelfContactPair::kEdgeEdge
-                    : kind == "point_edge"   ? SelfContactPair::kPointEdge
-                                             : throw InputError("kind must be point_triangle, edge_edge or point_edge");
+        pair.kind = self_pair_kind(kind);
         pair.v = {0, 1, 2, 3};
         pair.side = side;
         pair.stiffness = stiffness;
@@ -167,6 +171,24 @@ void bind_laws(py::module_& m) {
       "A self-contact pair (contact/self_contact.hpp) at positions x and velocities v (4 rows, 3 "
       "columns: point and triangle, two edges, or point and edge with its last vertex repeated): "
       "(energy, f, df/dx, df/dv), the derivatives as Newton's matrix takes them.");
+  m.def(
+      "_self_pair_stays_apart",
+      [](const std::string& kind, const py::array_t<double>& listed, const py::array_t<double>& x, double distance) {
+        const std::array<Vec<3>, 4> x0 = hinge_rows(listed), x1 = hinge_rows(x);
+        SelfContactPair pair;
+        pair.kind = self_pair_kind(kind);
+        pair.v = {0, 1, 2, 3};
+        pair.distance = distance;
+        SelfContact contact;
+        contact.set({x0.begin(), x0.end()}, {}, {}, distance, 0.0);
+        pair.clearance = contact.clearance(pair, x0);
+        std::vector<double> moved(4);
+        for (int j = 0; j < 4; ++j) moved[j] = (x1[j] - x0[j]).norm();
+        return py::make_tuple(stays_apart(pair, moved), contact.clearance(pair, x1));
+      },
+      py::arg("kind"), py::arg("listed"), py::arg("x"), py::arg("distance"),
+      "For tests: (whether the pair listed at `listed` (4 rows, 3 columns) is skipped at x as "
+      "unable to touch, how far beyond its distance it is at x).");
   m.def(
       "dihedral_angle",
       [](const py::array_t<double>& x, int derivatives) {

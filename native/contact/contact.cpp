@@ -84,6 +84,7 @@ int BoxTree::build_node(const std::vector<Box>& boxes, int first, int count) {
   if (count <= kLeafSize) {
     nodes_[index].first = first;
     nodes_[index].count = count;
+    nodes_[index].last = *std::max_element(order_.begin() + first, order_.begin() + first + count);
     return index;
   }
   // Split at the median of the box centres along the longest axis.
@@ -98,6 +99,7 @@ int BoxTree::build_node(const std::vector<Box>& boxes, int first, int count) {
   const int right = build_node(boxes, first + half, count - half);
   nodes_[index].left = left;
   nodes_[index].right = right;
+  nodes_[index].last = std::max(nodes_[left].last, nodes_[right].last);
   return index;
 }
 

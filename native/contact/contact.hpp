@@ -62,9 +62,10 @@ class BoxTree {
   // visit returns the radius still of interest (shrinking it prunes the search).
   template <class Visit>
   void near(const Vec3& p, double radius, Visit&& visit) const;
-  // Calls visit(i) for every box i that meets box b.
+  // Calls visit(i) for every box i > `after` that meets box b (a tree's items against
+  // each other: each pair once, from its first item).
   template <class Visit>
-  void overlapping(const Eigen::AlignedBox3d& b, Visit&& visit) const;
+  void overlapping(const Eigen::AlignedBox3d& b, Visit&& visit, int after = -1) const;
   bool empty() const { return nodes_.empty(); }
 
  private:
@@ -72,6 +73,7 @@ class BoxTree {
     Eigen::AlignedBox3d box;
     int first = 0, count = 0;  // leaf: items order_[first, first + count)
     int left = -1, right = -1;
+    int last = -1;  // the largest item below
   };
   int build_node(const std::vector<Eigen::AlignedBox3d>& boxes, int first, int count);
   std::vector<Node> nodes_;
@@ -238,17 +240,17 @@ void BoxTree::near(const Vec3& p, double radius, Visit&& visit) const {
 }
 
 template <class Visit>
-void BoxTree::overlapping(const Eigen::AlignedBox3d& b, Visit&& visit) const {
+void BoxTree::overlapping(const Eigen::AlignedBox3d& b, Visit&& visit, int after) const {
   if (nodes_.empty()) return;
   std::array<int, 2 * 64> stack;  // as in near()
   int top = 0;
   stack[top++] = 0;
   while (top > 0) {
     const Node& node = nodes_[stack[--top]];
-    if (!node.box.intersects(b)) continue;
+    if (node.last <= after || !node.box.intersects(b)) continue;
     if (node.left < 0) {
       for (int k = node.first; k < node.first + node.count; ++k)
-        if (boxes_[order_[k]].intersects(b)) visit(order_[k]);
+        if (order_[k] > after && boxes_[order_[k]].intersects(b)) visit(order_[k]);
       continue;
     }
     stack[top++] = node.left;

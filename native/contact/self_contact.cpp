@@ -217,6 +217,10 @@ bool may_come_within(const SelfContactPair& pair, const std::vector<Vec3>& x0, d
   return at.ok && std::abs(at.distance) < reach;  // (not ok: degenerate, never listed)
 }
 
+// How far beyond its distance a pair is where its nearest points are `at` (found with side
+// +1: the distance's size is the same on either side).
+double clearance_at(const Nearest& at, const SelfContactPair& pair) { return std::abs(at.distance) - pair.distance; }
+
 std::string describe(const SelfContactPair& p) {
   auto v = [&](int j) { return std::to_string(p.v[j]); };
   if (p.kind == SelfContactPair::kEdgeEdge) return "edge " + v(0) + "-" + v(1) + " and edge " + v(2) + "-" + v(3);
@@ -251,6 +255,14 @@ void segment_parameters(const Vec3& a0, const Vec3& a1, const Vec3& b0, const Ve
     t = 1;
     s = clamp01((b - c) / a);
   }
+}
+
+bool stays_apart(const SelfContactPair& p, const std::vector<double>& moved) {
+  if (!(p.clearance > 0)) return false;
+  const int split = p.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
+  double first = 0, second = 0;
+  for (int j = 0; j < 4; ++j) (j < split ? first : second) = std::max(j < split ? first : second, moved[p.v[j]]);
+  return first + second < p.clearance;
 }
 
 void SelfContact::set(const std::vector<Vec3>& built, const std::vector<std::array<int, 3>>& triangles,
@@ -439,12 +451,11 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
     const auto& e = edges_[k];
     edge_tree.overlapping(grown(boxes[k]), [&](int other) {
       const auto& o = edges_[other];
-      if (other <= static_cast<int>(k)) return;
       SelfContactPair pair;
       pair.kind = SelfContactPair::kEdgeEdge;
       pair.v = {e[0], e[1], o[0], o[1]};
       offer(pair, slot);
-    });
+    }, static_cast<int>(k));
   });
   boxes.resize(wires_.size());
   for (std::size_t k = 0; k < wires_.size(); ++k) boxes[k] = swept({wires_[k][0], wires_[k][1]});
@@ -499,6 +510,7 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     if (!(inverse > 0)) inverse = lightest;
     for (int v : pair.v) pair.friction = std::max(pair.friction, vertex_friction_[v]);
     pair.mass = 1 / inverse;
+    pair.clearance = clearance_at(at, pair);
     const auto found = std::lower_bound(kept.begin(), kept.end(), std::make_pair(key(pair), -1.0));
     pair.stiffness = found != kept.end() && found->first == key(pair)
                          ? found->second
@@ -617,6 +629,13 @@ double SelfContact::closest_parts(const std::vector<Vec3>& x, std::string& where
     }
   }, quick);
   return closest;
+}
+
+double SelfContact::clearance(const SelfContactPair& p, const std::array<Vec3, 4>& x) const {
+  SelfContactPair unsigned_pair = p;
+  unsigned_pair.side = 1.0;
+  const Nearest at = nearest(unsigned_pair, x);
+  return at.ok ? clearance_at(at, p) : -p.distance;
 }
 
 SelfContactTerms SelfContact::terms(const SelfContactPair& pair, const std::array<Vec3, 4>& x,

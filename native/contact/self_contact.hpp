@@ -45,7 +45,16 @@ struct SelfContactPair {
   double friction = 0.0;   // Coulomb coefficient (the largest of its vertices')
   double stiffness = 0.0;  // N/m, fixed for the step (SelfContact::pairs)
   double mass = 0.0;       // kg, the pair's mass along its normal (for the damping)
+  // m: how far beyond its distance the pair was where it was listed (negative: within).
+  double clearance = 0.0;
 };
+
+// Whether pair p stays beyond its distance with each vertex v moved at most moved[v] from
+// where the pair was listed: a part's every point moves no farther than its farthest
+// corner, so the distance between the parts shrinks by at most the sum of the two
+// parts' farthest moves. Most pairs listed for a step never touch in it: this spares
+// them the nearest points at every assembly (test_pairs_apart_skip_only_pairs_that_cannot_touch).
+bool stays_apart(const SelfContactPair& p, const std::vector<double>& moved);
 
 // A pair's forces at given positions and velocities: f on its four vertices; and the
 // Newton matrix's block as an outer product of weights with one 3 x 3 block:
@@ -118,6 +127,9 @@ class SelfContact {
   // pairs whose two parts have different labels count: objects simulated together.
   double closest_parts(const std::vector<Vec3>& x, std::string& where, double* keeps = nullptr,
                        const std::vector<int>* labels = nullptr) const;
+  // How far beyond its distance pair p is at positions x of its vertices (negative:
+  // within), as pairs() records it in p.clearance.
+  double clearance(const SelfContactPair& p, const std::array<Vec3, 4>& x) const;
   // Forces of pair p at positions x and velocities v of its vertices.
   SelfContactTerms terms(const SelfContactPair& p, const std::array<Vec3, 4>& x, const std::array<Vec3, 4>& v,
                          double g_ref) const;

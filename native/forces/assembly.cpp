@@ -2,6 +2,7 @@
 // Simulator<D>, summed element by element from the force laws of laws.hpp; and the matrix's
 // sparsity pattern, set up once per topology.
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "forces/laws.hpp"
@@ -240,33 +241,64 @@ double Simulator<D>::add_stencils(const Kinematics& kin, double cK, double cV, V
   return largest;
 }
 
-// The self-contact pairs listed for the step (list_self_pairs), one after the other: a
-// few per vertex at most, where they touch.
+// Self-contact pairs are evaluated in chunks of this many: a smaller loop runs faster
+// alone than handed over.
+constexpr long kSelfPairGrain = 256;
+
+template <int D>
+std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(const Kinematics& kin) const {
+  std::vector<std::pair<int, SelfContactTerms>> out;
+  if constexpr (D == 3) {
+    const long n = static_cast<long>(self_pairs_.size());
+    if (n == 0) return out;
+    // How far each vertex moved since the pairs were listed (stays_apart).
+    std::vector<double> moved(num_vertices(), std::numeric_limits<double>::infinity());
+    if (self_listed_from_.size() == moved.size())
+      for (int v : model_.self_contact.points()) moved[v] = (kin.pos(vertex(v)) - self_listed_from_[v]).norm();
+    const double g_ref = contact_gravity();
+    // Each chunk's touching pairs in a list of its own, joined in chunk order: the same
+    // on any number of workers.
+    const int chunks = chunk_count(n, kSelfPairGrain);
+    std::vector<std::vector<std::pair<int, SelfContactTerms>>> found(chunks);
+    WorkerPool::shared().run(chunks, [&](int c) {
+      const long last = chunk_begin(n, chunks, c + 1);
+      for (long k = chunk_begin(n, chunks, c); k < last; ++k) {
+        const SelfContactPair& pair = self_pairs_[k];
+        if (stays_apart(pair, moved)) continue;
+        std::array<Vec3, 4> x, v;
+        for (int j = 0; j < 4; ++j) {
+          const Connector at = vertex(pair.v[j]);
+          x[j] = kin.pos(at);
+          v[j] = kin.vel(at);
+        }
+        SelfContactTerms t = model_.self_contact.terms(pair, x, v, g_ref);
+        if (t.touching) found[c].emplace_back(static_cast<int>(k), t);
+      }
+    });
+    for (auto& chunk : found) out.insert(out.end(), chunk.begin(), chunk.end());
+  }
+  return out;
+}
+
+// The self-contact pairs listed for the step (list_self_pairs) that touch: a few per
+// vertex at most.
 template <int D>
 double Simulator<D>::add_self_contact(const Kinematics& kin, double cK, double cV, VectorXd* F,
                                    ElementMatrix* matrix) const {
   double largest = 0;
-  if constexpr (D == 3) {
-    const double g_ref = contact_gravity();
-    for (const SelfContactPair& pair : self_pairs_) {
-      std::array<Vec3, 4> x, v;
-      std::array<int, 4> nodes;
-      for (int j = 0; j < 4; ++j) {
-        const Connector c = vertex(pair.v[j]);
-        x[j] = kin.pos(c);
-        v[j] = kin.vel(c);
-        nodes[j] = c.type == MASS ? c.nr : -1;
-      }
-      const SelfContactTerms t = model_.self_contact.terms(pair, x, v, g_ref);
-      if (!t.touching) continue;
-      if (F)
-        for (int j = 0; j < 4; ++j) {
-          if (nodes[j] < 0) continue;
-          F->template segment<3>(3 * nodes[j]) += t.f[j];
-          largest = std::max(largest, t.f[j].cwiseAbs().maxCoeff());
-        }
-      if (matrix) matrix->add_coupling(nodes, t.w, Mat3(cK * t.A + cV * t.B));
+  for (const auto& [k, t] : self_contact_terms(kin)) {
+    std::array<int, 4> nodes;
+    for (int j = 0; j < 4; ++j) {
+      const Connector c = vertex(self_pairs_[k].v[j]);
+      nodes[j] = c.type == MASS ? c.nr : -1;
     }
+    if (F)
+      for (int j = 0; j < 4; ++j) {
+        if (nodes[j] < 0) continue;
+        F->template segment<D>(D * nodes[j]) += t.f[j].template head<D>();
+        largest = std::max(largest, t.f[j].cwiseAbs().maxCoeff());
+      }
+    if (matrix) matrix->add_coupling(nodes, t.w, Mat3(cK * t.A + cV * t.B));
   }
   return largest;
 }
@@ -274,16 +306,7 @@ double Simulator<D>::add_self_contact(const Kinematics& kin, double cK, double c
 template <int D>
 double Simulator<D>::self_contact_energy(const Kinematics& kin) const {
   double energy = 0;
-  if constexpr (D == 3) {
-    for (const SelfContactPair& pair : self_pairs_) {
-      std::array<Vec3, 4> x, v;
-      for (int j = 0; j < 4; ++j) {
-        x[j] = kin.pos(vertex(pair.v[j]));
-        v[j] = kin.vel(vertex(pair.v[j]));
-      }
-      energy += model_.self_contact.terms(pair, x, v, contact_gravity()).energy;
-    }
-  }
+  for (const auto& touching : self_contact_terms(kin)) energy += touching.second.energy;
   return energy;
 }
 

@@ -278,6 +278,7 @@ class Simulator {
   std::vector<Vec3> vertex_points(const Kinematics& kin) const;
   std::vector<SelfContactPair> self_pairs_;
   std::vector<Vec3> self_predicted_;  // where the pairs were listed for (list_self_pairs)
+  std::vector<Vec3> self_listed_from_;  // where the vertices were when the pairs were listed
   bool self_touching_ = false;  // a listed pair is within the distance at the step's start or predicted end
   // Where moving slowly (each vertex's predicted move and margin within half the ball),
   // the pairs are listed for every vertex anywhere within kSelfBall of the distance of
@@ -292,6 +293,9 @@ class Simulator {
   // Adds the self-contact pairs' forces (into F) and couplings (into matrix); the largest force.
   double add_self_contact(const Kinematics& kin, double cK, double cV, VectorXd* F, ElementMatrix* matrix) const;
   double self_contact_energy(const Kinematics& kin) const;
+  // The terms of the listed pairs that touch at kin, with their index in self_pairs_, in
+  // its order: evaluated on the workers, those that cannot touch yet skipped (stays_apart).
+  std::vector<std::pair<int, SelfContactTerms>> self_contact_terms(const Kinematics& kin) const;
   // The cure a failed step names when it knows a better one than the usual (empty: none).
   std::string step_cure_;
   static constexpr const char* kCrossingCure =
