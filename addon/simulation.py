@@ -213,7 +213,7 @@ def build_system(arrays: MeshArrays, settings: SimulationSettings, matrix_world,
             "choose Generalized-α, Newmark or Implicit Euler, or clear the rigid marks")
     try:
         mss = core.build_system(structures if together else structures[0],
-                                gravity=np.asarray(solver.gravity, dtype=np.float64))
+                                gravity=np.asarray(solver.gravity, dtype=np.float64), locality_order="auto")
         mss.set_integrator(INTEGRATORS[solver.integrator], rho_inf=solver.rho_inf)
         mss.tolerance = solver.accuracy
     except ValueError as ex:

@@ -46,7 +46,7 @@ def configure(obj, **overrides):
 
 def core_reference(world_start, masses, pinned, edges, frames, stiffness=300.0, damping=0.2,
                    rigid=None, pin_targets=None, gravity=(0.0, 0.0, -9.81), velocities=None,
-                   accuracy=0.01):
+                   accuracy=0.01, locality_order=False):
     """The core run directly on the same system: positions (F, N, 3) per frame, with the
     panel's default error control (accuracy, the core's tolerance).
 
@@ -58,7 +58,8 @@ def core_reference(world_start, masses, pinned, edges, frames, stiffness=300.0, 
     rigid = np.zeros(len(edges), dtype=bool) if rigid is None else rigid
     mss = mass_spring.MassSpringSystem3d.from_arrays(
         world_start, masses, fixed=pinned, velocities=velocities, springs=edges[~rigid],
-        stiffness=stiffness, damping=damping, constraints=edges[rigid], gravity=np.array(gravity))
+        stiffness=stiffness, damping=damping, constraints=edges[rigid], gravity=np.array(gravity),
+        locality_order=locality_order)
     mss.set_integrator("generalized_alpha", rho_inf=rho_inf)
     mss.tolerance = accuracy
     out = [mss.vertex_positions()]
@@ -109,6 +110,34 @@ def test_shape_key_bake_matches_core(scene, bake):
     scene.frame_set(10, subframe=0.25)
     np.testing.assert_allclose(world_coordinates(obj), 0.75 * reference[9] + 0.25 * reference[10], atol=2e-6)
     # The unpinned vertices did move (the test is not vacuous).
+    assert np.abs(reference[-1] - reference[0]).max() > 0.05
+
+
+def test_a_mesh_with_its_vertices_shuffled_bakes_with_its_masses_in_locality_order(scene, bake):
+    """A modelled mesh's scattered vertex order: the add-on numbers its masses along space
+    (locality_order="auto"), and the bake is the core's run so numbered, in vertex order."""
+    n = 17
+    grid = mass_spring.presets.cloth(n, n, spacing=0.05)
+    perm = np.random.default_rng(2).permutation(n * n)  # grid vertex i is mesh vertex perm[i]
+    verts = np.empty_like(grid.positions)
+    verts[perm] = grid.positions
+    obj = make_mesh_object("Shuffled", verts, faces=perm[np.asarray(grid.faces)], location=(0.0, 0.0, 1.0))
+    configure(obj)
+    pins = perm[[0, n - 1]]
+    pin(obj, pins.tolist())
+    start = world_coordinates(obj)
+    arrays = submodule("mesh_arrays").mesh_to_arrays(obj)
+    mss, _ = submodule("simulation").build_system(arrays, bake.simulation_settings(scene, obj), obj.matrix_world)
+    order = np.asarray(mss.mass_vertices)
+    assert not np.array_equal(order, np.sort(order))  # not vertex order
+
+    result = bake.bake_object(scene, obj)
+    frames = result.positions.shape[0]
+    pinned = np.zeros(n * n, dtype=bool)
+    pinned[pins] = True
+    reference = core_reference(start, np.full(n * n, 2.0 / (n * n)), pinned, grid_edges(obj), frames,
+                               pin_targets=lambda k: start, locality_order=True)
+    np.testing.assert_allclose(result.positions, reference, atol=1e-9)
     assert np.abs(reference[-1] - reference[0]).max() > 0.05
 
 

@@ -238,6 +238,27 @@ def test_locality_order_numbers_the_masses_along_space_and_keeps_vertex_order_ou
         ms.from_arrays(pos, masses, fixed=fixed, springs=springs, stiffness=500.0, locality_order=True)
 
 
+def test_auto_locality_order_numbers_only_a_scattered_vertex_order_along_space():
+    """locality_order="auto" (the add-on's) keeps a grid's row order, which was faster than a
+    Z curve on big grids, and takes locality order for the same sheet with its vertices
+    shuffled (scattered_vertex_order)."""
+    n = 33
+    sheet = ms.presets.cloth(n, n, spacing=1.0 / (n - 1), pins=[0, n - 1], total_mass=1.0, stiffness=500.0)
+    edges = np.asarray(sheet.edges)
+    perm = np.random.default_rng(3).permutation(n * n)
+    shuffled = np.empty_like(sheet.positions)
+    shuffled[perm] = sheet.positions
+    assert not ms.scattered_vertex_order(edges, n * n) and ms.scattered_vertex_order(perm[edges], n * n)
+    assert not ms.scattered_vertex_order(np.zeros((0, 2), int), n * n)
+    for pos, springs, local in ((sheet.positions, edges, False), (shuffled, perm[edges], True)):
+        auto = ms.from_arrays(pos, 0.001, springs=springs, stiffness=500.0, locality_order="auto")
+        chosen = ms.from_arrays(pos, 0.001, springs=springs, stiffness=500.0, locality_order=local)
+        np.testing.assert_array_equal(auto.mass_vertices, chosen.mass_vertices)
+    assert not np.array_equal(auto.mass_vertices, np.arange(n * n))  # the shuffled sheet's is not vertex order
+    with pytest.raises(ValueError, match="locality_order"):
+        ms.from_arrays(sheet.positions, 0.001, springs=edges, locality_order="yes")
+
+
 def test_messages_name_the_vertex_when_masses_are_in_locality_order():
     """A mass about to pass through a collider is named by its vertex (its number in
     locality order is another), and a system not built from arrays has no vertices."""

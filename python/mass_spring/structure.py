@@ -292,8 +292,9 @@ def build_system(structure, gravity=(0.0, 0.0, -9.81), locality_order=False):
     self_collision_distance collide with themselves and with each other, each keeping its
     own distance and friction (a pair of two keeps the larger: System.set_self_contact).
 
-    locality_order: number the masses along a space-filling curve (:func:`from_arrays`);
-    ``vertex_positions()`` stays in vertex order.
+    locality_order: number the masses along a space-filling curve (:func:`from_arrays`;
+    True, False, or "auto": where the vertex order is scattered); ``vertex_positions()``
+    stays in vertex order.
     """
     from . import from_arrays
 
