@@ -131,10 +131,17 @@ def test_the_newton_block_is_the_stiffness_along_the_normal():
 @pytest.mark.parametrize("kind", ["point_triangle", "edge_edge", "point_edge"])
 def test_pairs_apart_skip_only_pairs_that_cannot_touch(kind):
     """A listed pair is skipped at an assembly (stays_apart) only where its parts are still
-    beyond its distance: pairs listed at random, their vertices moved at random by up to
-    the pair's own size."""
+    beyond its distance, and its law finds it apart too: pairs listed at random, their
+    vertices moved at random by up to the pair's own size. The one exception is meant: a
+    point that went to the other side of a triangle's plane without coming near it (around
+    its edge, or the triangle turned over) reads as deep in contact by the side it was
+    listed on, a push through the triangle that the skip leaves out."""
     rng = np.random.default_rng(7)
-    distance, skipped = 0.05, 0
+    distance, skipped, other_side = 0.05, 0, 0
+
+    def side(x):  # of the triangle's plane the point is on
+        return np.sign(np.dot(x[0] - x[1], np.cross(x[2] - x[1], x[3] - x[1])))
+
     for _ in range(4000):
         listed = rng.uniform(-0.2, 0.2, (4, 3))
         if kind == "point_edge":
@@ -142,12 +149,21 @@ def test_pairs_apart_skip_only_pairs_that_cannot_touch(kind):
         x = listed + rng.uniform(-1, 1, (4, 3)) * rng.choice([0.005, 0.02, 0.1])
         if kind == "point_edge":
             x[3] = x[2]
-        apart, clearance = laws._self_pair_stays_apart(kind, listed, x, distance)
+        apart, clearance, touching = laws._self_pair_stays_apart(kind, listed, x, distance)
         if apart:
             skipped += 1
             assert clearance > 0, (listed, x)
+            if touching:
+                assert kind == "point_triangle" and side(x) != side(listed), (listed, x)
+                other_side += 1
     # the skip is not vacuous: most pairs listed at random are far beyond 5 cm and move less
     assert skipped > 1000
+    # a thin triangle turned over: far from the point, which its old side reads as deep in
+    listed = np.array([[0.01, -0.003, 0.2], [0, 0, 0], [0.02, 0, 0], [0.01, -0.01, 0]])
+    turned = listed.copy()
+    turned[0, 1], turned[3, 1] = 0.003, 0.01
+    if kind == "point_triangle":
+        assert laws._self_pair_stays_apart(kind, listed, turned, distance) == (True, pytest.approx(0.15), True)
 
 
 def test_a_pair_beyond_the_distance_has_no_force():

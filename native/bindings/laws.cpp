@@ -179,16 +179,23 @@ void bind_laws(py::module_& m) {
         pair.kind = self_pair_kind(kind);
         pair.v = {0, 1, 2, 3};
         pair.distance = distance;
+        // The side of the triangle's plane the point is on where listed (SelfContact::pairs).
+        if (pair.kind == SelfContactPair::kPointTriangle)
+          pair.side = (x0[0] - x0[1]).dot((x0[2] - x0[1]).cross(x0[3] - x0[1])) < 0 ? -1.0 : 1.0;
         SelfContact contact;
         contact.set({x0.begin(), x0.end()}, {}, {}, distance, 0.0);
         pair.clearance = contact.clearance(pair, x0);
+        pair.stiffness = pair.mass = 1.0;
         std::vector<double> moved(4);
         for (int j = 0; j < 4; ++j) moved[j] = (x1[j] - x0[j]).norm();
-        return py::make_tuple(stays_apart(pair, moved), contact.clearance(pair, x1));
+        const std::array<Vec<3>, 4> still{Vec<3>::Zero(), Vec<3>::Zero(), Vec<3>::Zero(), Vec<3>::Zero()};
+        return py::make_tuple(stays_apart(pair, moved), contact.clearance(pair, x1),
+                              contact.terms(pair, x1, still, 9.81).touching);
       },
       py::arg("kind"), py::arg("listed"), py::arg("x"), py::arg("distance"),
       "For tests: (whether the pair listed at `listed` (4 rows, 3 columns) is skipped at x as "
-      "unable to touch, how far beyond its distance it is at x).");
+      "unable to touch, how far beyond its distance it is at x, whether its law finds it "
+      "touching at x).");
   m.def(
       "dihedral_angle",
       [](const py::array_t<double>& x, int derivatives) {

@@ -261,7 +261,12 @@ bool stays_apart(const SelfContactPair& p, const std::vector<double>& moved) {
   if (!(p.clearance > 0)) return false;
   const int split = p.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
   double first = 0, second = 0;
-  for (int j = 0; j < 4; ++j) (j < split ? first : second) = std::max(j < split ? first : second, moved[p.v[j]]);
+  for (int j = 0; j < 4; ++j) {
+    const double m = moved[p.v[j]];
+    if (!(m >= 0)) return false;  // NaN: evaluated, and the forces tell
+    double& part = j < split ? first : second;
+    part = std::max(part, m);
+  }
   return first + second < p.clearance;
 }
 

@@ -53,7 +53,11 @@ struct SelfContactPair {
 // where the pair was listed: a part's every point moves no farther than its farthest
 // corner, so the distance between the parts shrinks by at most the sum of the two
 // parts' farthest moves. Most pairs listed for a step never touch in it: this spares
-// them the nearest points at every assembly (test_pairs_apart_skip_only_pairs_that_cannot_touch).
+// them the nearest points at every assembly. The bound is on the distance itself; a
+// point that went around a triangle to the other side of its plane, far from it (or a
+// thin triangle that turned over), would read as deep in contact by the side it was
+// listed with, and is rightly left alone
+// (test_pairs_apart_skip_only_pairs_that_cannot_touch).
 bool stays_apart(const SelfContactPair& p, const std::vector<double>& moved);
 
 // A pair's forces at given positions and velocities: f on its four vertices; and the

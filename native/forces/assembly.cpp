@@ -253,8 +253,8 @@ std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(c
     if (n == 0) return out;
     // How far each vertex moved since the pairs were listed (stays_apart).
     std::vector<double> moved(num_vertices(), std::numeric_limits<double>::infinity());
-    if (self_listed_from_.size() == moved.size())
-      for (int v : model_.self_contact.points()) moved[v] = (kin.pos(vertex(v)) - self_listed_from_[v]).norm();
+    if (self_listing_positions_.size() == moved.size())
+      for (int v : model_.self_contact.points()) moved[v] = (kin.pos(vertex(v)) - self_listing_positions_[v]).norm();
     const double g_ref = contact_gravity();
     // Each chunk's touching pairs in a list of its own, joined in chunk order: the same
     // on any number of workers.

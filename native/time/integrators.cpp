@@ -675,13 +675,13 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
                                               contact_gravity(), self_pairs_, self_touching_);
       self_touching_ = model_.self_contact.touching(x0, x1, self_pairs_);
       self_listed_at_ = x0;
-      self_listed_from_ = x0;
+      self_listing_positions_ = x0;
       return;
     }
     self_listed_at_.clear();
     self_pairs_ = model_.self_contact.pairs(x0, x1, margins, v0, inverse_mass, springs, contact_gravity(),
                                             self_pairs_, self_touching_);
-    self_listed_from_ = x0;
+    self_listing_positions_ = x0;
   }
 }
 

@@ -54,7 +54,7 @@ void Simulator<D>::changed(unsigned what) {
     self_touching_ = false;
     self_margins_.clear();
     self_listed_at_.clear();
-    self_listed_from_.clear();
+    self_listing_positions_.clear();
   }
   // The linear solvers' reused factors and error control's carried step size.
   if (any(kRestart | kRestore)) {

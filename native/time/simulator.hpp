@@ -278,7 +278,7 @@ class Simulator {
   std::vector<Vec3> vertex_points(const Kinematics& kin) const;
   std::vector<SelfContactPair> self_pairs_;
   std::vector<Vec3> self_predicted_;  // where the pairs were listed for (list_self_pairs)
-  std::vector<Vec3> self_listed_from_;  // where the vertices were when the pairs were listed
+  std::vector<Vec3> self_listing_positions_;  // where the vertices were when the pairs were listed
   bool self_touching_ = false;  // a listed pair is within the distance at the step's start or predicted end
   // Where moving slowly (each vertex's predicted move and margin within half the ball),
   // the pairs are listed for every vertex anywhere within kSelfBall of the distance of
