@@ -45,8 +45,9 @@ def is_static(obj) -> bool:
             and all(m.type == 'COLLISION' for m in obj.modifiers))
 
 
-def world_triangles(obj, depsgraph) -> tuple[np.ndarray, np.ndarray]:
-    """(V, 3) world positions of the evaluated mesh and (T, 3) its triangles."""
+def world_triangles(obj, depsgraph, canonical: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(V, 3) world positions of the evaluated mesh and (T, 3) its triangles, in
+    canonical_triangles' order (canonical=False: in Blender's, for their count only)."""
     evaluated = obj.evaluated_get(depsgraph)
     mesh = evaluated.to_mesh()
     try:
@@ -59,7 +60,8 @@ def world_triangles(obj, depsgraph) -> tuple[np.ndarray, np.ndarray]:
         evaluated.to_mesh_clear()
     matrix = np.array(evaluated.matrix_world, dtype=np.float64)
     world = co.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
-    return world, canonical_triangles(tris.reshape(-1, 3).astype(np.int64))
+    tris = tris.reshape(-1, 3).astype(np.int64)
+    return world, canonical_triangles(tris) if canonical else tris
 
 
 def canonical_triangles(tris: np.ndarray) -> np.ndarray:
@@ -109,7 +111,9 @@ class ColliderReader:
         """Moving colliders: read them at the current frame (the scene was set to it)."""
         if not self.moving:
             return
-        parts = [world_triangles(obj, depsgraph) for obj in self.moving_objects]
+        # Their triangles were read at the start: only the vertices are kept, the
+        # triangles counted (a sort of every triangle at every frame saved).
+        parts = [world_triangles(obj, depsgraph, canonical=False) for obj in self.moving_objects]
         for obj, (count, tri_count), (verts, tris) in zip(self.moving_objects, self._counts, parts):
             if len(verts) != count or len(tris) != tri_count:
                 raise BakeError(

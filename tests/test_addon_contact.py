@@ -131,6 +131,23 @@ def test_animated_collider_pushes_a_pinned_pendulum(scene, bake):
     assert np.abs(np.linalg.norm(world[:, 1] - world[:, 0], axis=1) - 1).max() < 1e-5
 
 
+def test_a_collider_that_changes_its_topology_stops_the_bake_with_a_message(scene, bake):
+    """A moving collider may move and deform, not gain or lose faces: a Subdivision Surface
+    whose levels are animated stops the bake, naming the collider and the frame, and the
+    structure keeps no bake."""
+    box = make_collider("Growing", [(-1, -1, -1), (1, -1, -1), (1, 1, -1), (-1, 1, -1)], [(0, 1, 2, 3)])
+    subdivision = box.modifiers.new("Subdivision", 'SUBSURF')
+    subdivision.levels = 0
+    subdivision.keyframe_insert("levels", frame=1)
+    subdivision.levels = 2
+    subdivision.keyframe_insert("levels", frame=5)
+    box.modifiers.move(box.modifiers.find("Subdivision"), 0)  # before Collision
+    chain = make_chain()
+    with pytest.raises(submodule("errors").BakeError, match=r"collider 'Growing' changes its number of vertices or faces at frame \d+"):
+        bake.bake_object(scene, chain)
+    assert chain.data.shape_keys is None and chain.animation_data is None
+
+
 def uv_sphere(radius=0.5, segments=24, rings=12):
     """A UV sphere's vertices and faces (quads, triangle fans at the poles)."""
     vertices = [(0.0, 0.0, radius)]
