@@ -197,9 +197,9 @@ def scattered_vertex_order(edges, vertex_count) -> bool:
     exceeds 4 sqrt(vertex_count). A grid in row order spans 1 or a row (sqrt of its vertex
     count on a square sheet), a torus or a subdivided mesh little more; a shuffled mesh
     spans about 0.3 of its vertex count. Where it is scattered, masses in locality order
-    (:func:`from_arrays`) made tri65 bake in 0.55 of Cloth's time instead of 0.7; on a 129^2
-    grid, a Z curve was slower than its row order (docs/performance.md, "Masses in
-    locality order")."""
+    (:func:`from_arrays`) bake faster; on a big grid a Z curve was slower than its row
+    order, so grids keep theirs (docs/performance.md, "Masses in locality order";
+    test_auto_locality_order_numbers_only_a_scattered_vertex_order_along_space)."""
     e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     if len(e) == 0 or vertex_count < 2:
         return False
