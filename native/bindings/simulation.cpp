@@ -123,6 +123,7 @@ void bind_simulation(SystemClass<D>& cls) {
                                d["steps"] = s.simulator().total_steps;
                                d["halved_steps"] = s.simulator().halved_steps;
                                d["rejected_steps"] = s.simulator().rejected_steps;
+                               d["energy_rejections"] = s.simulator().energy_rejections;
                                d["newton_iterations"] = s.simulator().newton_iterations;
                                d["factorizations"] = s.simulator().newton_solver().factorizations;
                                d["multigrid_regroupings"] = s.simulator().newton_solver().regroupings;

@@ -403,7 +403,8 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
     }
     const NewtonProgress progress{it, err, residual.constraint_err, n.err_prev, n.correction_err,
                                   n.error_test.error_estimate()};
-    const NewtonStop stop = newton_may_stop(progress, tol, tolerance > 0, strict_newton_);
+    NewtonStop stop = newton_may_stop(progress, tol, tolerance > 0, strict_newton_);
+    if (stop.early && !early_stop_keeps_energy(kin)) stop.stop = stop.early = false;
     if (stop.stop) return accept_step(n, step, h, kind, it, path, stop.early, why);
     if (it == max_newton_iterations) break;
     if (!matrix_assembled) forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
@@ -429,6 +430,28 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
   why = "Newton's method did not converge in " + std::to_string(max_newton_iterations) +
         " iterations";
   return false;
+}
+
+// Newton's early stop (at its error estimate, an RMS over the masses) must keep the
+// energy within the share of what advance_controlled's test of the step allows that it
+// may take of the step's error (kShareOfTolerance): otherwise Newton goes on. On a 449^2
+// sheet released from two corners, early stops left the masses next to the pins far from
+// converged and gained energy; the step was rejected, and its retry to the force
+// tolerance ground through every Newton iteration there (docs/performance.md, "Large
+// sheets"; test_an_early_newton_stop_keeps_the_energy). A share: with all of the test's
+// allowance, early stops let a rope's energy creep up to its bound step after step
+// (test_a_rope_gains_energy_with_fixed_steps_and_not_under_error_control).
+template <int D>
+bool Simulator<D>::early_stop_keeps_energy(const Kinematics& kin) {
+  constexpr double kEarlyStopEnergyShare = NewtonTolerances::kShareOfTolerance;
+  early_stop_energy_ = std::numeric_limits<double>::quiet_NaN();
+  if (!energy_test_.active) return true;
+  const double energy = kinetic_energy(*kin.v) + potential_energy(kin);
+  if (!energy_kept(energy_test_.before, energy, kEarlyStopEnergyShare * energy_test_.scale, tolerance,
+                   energy_test_.ceiling))
+    return false;
+  early_stop_energy_ = energy;
+  return true;
 }
 
 template <int D>
@@ -811,10 +834,16 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     const NewtonPredictor predictor_before = predictor_;  // a rejected step teaches nothing
     const double energy_before = energy_at_state;
     std::string why;
+    energy_test_ = {check_energy, energy_before, energy_scale, energy_ceiling_};
+    early_stop_energy_ = std::numeric_limits<double>::quiet_NaN();
     const bool solved = implicit_step(h, path, why);
+    energy_test_.active = false;
     const double err = solved ? last_local_error / (tolerance * error_scale_)
                               : std::numeric_limits<double>::infinity();
-    const double energy_after = solved && check_energy ? total_energy() : 0.0;
+    // An early stop's energy is the step's: its state is the one accepted.
+    const double energy_after = !solved || !check_energy ? 0.0
+                                : std::isnan(early_stop_energy_) ? total_energy()
+                                                                 : early_stop_energy_;
     const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_after, energy_scale, tolerance, energy_ceiling_);
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
       require_bounded_positions();
@@ -829,6 +858,7 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     predictor_ = predictor_before;
     if (!solved) predictor_.forget();
     ++rejected_steps;
+    energy_rejections += solved && !kept;
     // A step whose Newton stopped at its error estimate may fail the error or energy
     // test by Newton's own error (accelerations a little out of balance): it is solved
     // again to the force tolerance before it is cut, unless Newton's error cannot account

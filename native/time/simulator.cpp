@@ -132,8 +132,13 @@ FixPath<D> Simulator<D>::resting_path() const {
 
 template <int D>
 double Simulator<D>::kinetic_energy() const {
+  return kinetic_energy(state_.v);
+}
+
+template <int D>
+double Simulator<D>::kinetic_energy(const VectorXd& v) const {
   double e = 0;
-  for (int i = 0; i < num_masses(); ++i) e += 0.5 * model_.mass[i] * vel(i).squaredNorm();
+  for (int i = 0; i < num_masses(); ++i) e += 0.5 * model_.mass[i] * v.template segment<D>(D * i).squaredNorm();
   return e;
 }
 
@@ -141,10 +146,14 @@ double Simulator<D>::kinetic_energy() const {
 
 template <int D>
 double Simulator<D>::potential_energy() const {
-  double e = 0;
-  for (int i = 0; i < num_masses(); ++i) e -= model_.mass[i] * model_.gravity.dot(pos(i));
   const FixPath<D> path = resting_path();
-  const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
+  return potential_energy(kinematics(state_.q, state_.v, path, state_.time));
+}
+
+template <int D>
+double Simulator<D>::potential_energy(const Kinematics& kin) const {
+  double e = 0;
+  for (int i = 0; i < num_masses(); ++i) e -= model_.mass[i] * model_.gravity.dot(kin.q->template segment<D>(D * i));
   e += elements_energy(kin);
   e += self_contact_energy(kin);
   if (!model_.colliders.empty())

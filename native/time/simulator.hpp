@@ -128,6 +128,7 @@ class Simulator {
   // ---- diagnostics ----
   int last_newton_iterations = 0;
   long total_steps = 0, halved_steps = 0, rejected_steps = 0, newton_iterations = 0;
+  long energy_rejections = 0;  // of rejected_steps, those whose solution gained energy
   double last_local_error = 0.0;  // of the last implicit step, in length units (RMS)
   // The energies now; the potential one of gravity, springs, stencils, self-contact and
   // colliders.
@@ -198,6 +199,9 @@ class Simulator {
   Kinematics kinematics(const VectorXd& q, const VectorXd& v, const FixPath<D>& path,
                         double t) const;
   FixPath<D> resting_path() const;
+  // kinetic_energy() and potential_energy() at velocities v and at `kin`.
+  double kinetic_energy(const VectorXd& v) const;
+  double potential_energy(const Kinematics& kin) const;
   void require_rods_fit_positions();
   // SimulationError when a committed step left positions beyond 1e12 length scales.
   void require_bounded_positions() const;
@@ -332,6 +336,15 @@ class Simulator {
   // stop may account for (advance_controlled's retry).
   double early_stop_share_ = 0.0;
   bool strict_newton_ = false;  // retry of a rejected step: Newton to the force tolerance
+  // advance_controlled's energy test of the step being solved (energy_kept), which
+  // Newton's early stop must pass too; and the energy that stop found (NaN: none).
+  struct EnergyTest {
+    bool active = false;
+    double before = 0, scale = 0, ceiling = 0;
+  };
+  EnergyTest energy_test_;
+  double early_stop_energy_ = std::numeric_limits<double>::quiet_NaN();
+  bool early_stop_keeps_energy(const Kinematics& kin);
   double step_proposal_ = 0.0;  // the controller's next step size, carried between calls
   const Model<D>& model_;  // what the user built (model/system_model.hpp)
   Colliders& colliders_;   // the model's colliders, which a call moves along their path
