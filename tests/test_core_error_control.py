@@ -148,7 +148,7 @@ def test_an_early_newton_stop_keeps_the_energy():
     energy as the step's own test does, or Newton goes on. A light 49x49 sheet (10 g)
     released from two corners: the masses next to the pins were far from converged where
     the estimate let Newton stop, such stops gained energy, and their steps were rejected
-    (8 over these 6 frames) and retried to the force tolerance, which ground through every
+    (7 for energy, 8 in all, over these 6 frames) and retried to the force tolerance, which ground through every
     Newton iteration. Now no step is rejected for its energy."""
     from mass_spring import presets
     n, mass = 49, 0.01

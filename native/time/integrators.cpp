@@ -404,7 +404,10 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
     const NewtonProgress progress{it, err, residual.constraint_err, n.err_prev, n.correction_err,
                                   n.error_test.error_estimate()};
     NewtonStop stop = newton_may_stop(progress, tol, tolerance > 0, strict_newton_);
-    if (stop.early && !early_stop_keeps_energy(kin)) stop.stop = stop.early = false;
+    // An early stop that gains energy is refused for Newton's stricter tests (as its retry
+    // would stop), except at the last iteration: then advance_controlled's test decides.
+    if (stop.early && it < max_newton_iterations && !early_stop_keeps_energy(kin))
+      stop = newton_may_stop(progress, tol, tolerance > 0, true);
     if (stop.stop) return accept_step(n, step, h, kind, it, path, stop.early, why);
     if (it == max_newton_iterations) break;
     if (!matrix_assembled) forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
@@ -433,8 +436,9 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
 }
 
 // Newton's early stop (at its error estimate, an RMS over the masses) must keep the
-// energy within the share of what advance_controlled's test of the step allows that it
-// may take of the step's error (kShareOfTolerance): otherwise Newton goes on. On a 449^2
+// energy within the share of what advance_controlled's test of the step allows (both its
+// rise in the step and its margin over the ceiling) that Newton's stop may take of the
+// step's error (kShareOfTolerance): otherwise Newton goes on. On a 449^2
 // sheet released from two corners, early stops left the masses next to the pins far from
 // converged and gained energy; the step was rejected, and its retry to the force
 // tolerance ground through every Newton iteration there (docs/performance.md, "Large
@@ -450,7 +454,9 @@ bool Simulator<D>::early_stop_keeps_energy(const Kinematics& kin) {
   if (!energy_kept(energy_test_.before, energy, kEarlyStopEnergyShare * energy_test_.scale, tolerance,
                    energy_test_.ceiling))
     return false;
-  early_stop_energy_ = energy;
+  // The step's energy, unless a collider's: its penalty stiffness reads the velocities at
+  // the step's start (contact()), which the accepted state replaces.
+  if (model_.colliders.empty()) early_stop_energy_ = energy;
   return true;
 }
 
@@ -822,6 +828,10 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
   // The energy of the state the next step starts from (only while it is checked): an
   // accepted step's is the one it was checked with.
   double energy_at_state = check_energy ? energy_now : 0.0;
+  struct EnergyTestOff {  // however the call ends: other steps have no energy test
+    EnergyTest& test;
+    ~EnergyTestOff() { test.active = false; }
+  } energy_test_off{energy_test_};
   double h = step_proposal_ > 0 ? std::min(step_proposal_, h_max) : h_max;
   const double h_min = 1e-12 * std::max(h_max, 1.0);
   strict_newton_ = false;
@@ -837,10 +847,9 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     energy_test_ = {check_energy, energy_before, energy_scale, energy_ceiling_};
     early_stop_energy_ = std::numeric_limits<double>::quiet_NaN();
     const bool solved = implicit_step(h, path, why);
-    energy_test_.active = false;
     const double err = solved ? last_local_error / (tolerance * error_scale_)
                               : std::numeric_limits<double>::infinity();
-    // An early stop's energy is the step's: its state is the one accepted.
+    // An early stop's energy is the step's where it was kept (early_stop_keeps_energy).
     const double energy_after = !solved || !check_energy ? 0.0
                                 : std::isnan(early_stop_energy_) ? total_energy()
                                                                  : early_stop_energy_;

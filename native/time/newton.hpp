@@ -79,7 +79,9 @@ double force_tolerance(const NewtonSettings& s);
 // the largest acceleration by default), so that force errors do not pile up in the
 // velocities over many small steps, and no looser than the position unit for a step of
 // bq. `close_enough`: under error control, Newton's estimated error may stop it once its
-// position error bq da is kShareOfTolerance of the local error the step may make.
+// position error bq da is kShareOfTolerance of the local error the step may make; and the
+// energy it may gain is that share of what the step's energy test allows
+// (Simulator::early_stop_keeps_energy).
 struct NewtonTolerances {
   static constexpr double kShareOfTolerance = 0.33;  // the share SUNDIALS IDA uses
   double pos = 0, acc = 0, close_enough = 0;
