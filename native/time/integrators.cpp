@@ -438,12 +438,12 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
 // Newton's early stop (at its error estimate, an RMS over the masses) must keep the
 // energy within the share of what advance_controlled's test of the step allows (both its
 // rise in the step and its margin over the ceiling) that Newton's stop may take of the
-// step's error (kShareOfTolerance): otherwise Newton goes on. On a 449^2
-// sheet released from two corners, early stops left the masses next to the pins far from
-// converged and gained energy; the step was rejected, and its retry to the force
-// tolerance ground through every Newton iteration there (docs/performance.md, "Large
-// sheets"; test_an_early_newton_stop_keeps_the_energy). A share: with all of the test's
-// allowance, early stops let a rope's energy creep up to its bound step after step
+// step's error (kShareOfTolerance): otherwise Newton goes on. On a 449^2 sheet released
+// from two corners, early stops left the masses next to the pins far from converged and
+// gained energy; the step was rejected, and its retry to the force tolerance ground
+// through every Newton iteration there (docs/performance.md, "Large sheets";
+// test_an_early_newton_stop_keeps_the_energy). A share: with all of the test's allowance,
+// early stops let a rope's energy creep up to its bound step after step
 // (test_a_rope_gains_energy_with_fixed_steps_and_not_under_error_control).
 template <int D>
 bool Simulator<D>::early_stop_keeps_energy(const Kinematics& kin) {
