@@ -450,13 +450,13 @@ bool Simulator<D>::early_stop_keeps_energy(const Kinematics& kin) {
   constexpr double kEarlyStopEnergyShare = NewtonTolerances::kShareOfTolerance;
   early_stop_energy_ = std::numeric_limits<double>::quiet_NaN();
   if (!energy_test_.active) return true;
-  const double energy = kinetic_energy(*kin.v) + potential_energy(kin);
+  Kinematics state_to_be = kin;  // its energy as the state's (total_energy() once accepted)
+  state_to_be.penalty_v = kin.v;
+  const double energy = kinetic_energy(*kin.v) + potential_energy(state_to_be);
   if (!energy_kept(energy_test_.before, energy, kEarlyStopEnergyShare * energy_test_.scale, tolerance,
                    energy_test_.ceiling))
     return false;
-  // The step's energy, unless a collider's: its penalty stiffness reads the velocities at
-  // the step's start (contact()), which the accepted state replaces.
-  if (model_.colliders.empty()) early_stop_energy_ = energy;
+  early_stop_energy_ = energy;
   return true;
 }
 

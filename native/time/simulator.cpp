@@ -187,8 +187,9 @@ ContactForce Simulator<D>::contact(const Kinematics& kin, int i, bool definite,
         states->push_back({i, c.normal, c.surface_velocity, c.thickness - c.distance, contact_ramp(c.thickness),
                            c.friction > 0});
       // Its speed toward or along the collider where the step started (the state: a
-      // constant within the step, so the derivatives stay exact).
-      const double speed = (state_.v.template segment<3>(3 * i) - c.surface_velocity).norm();
+      // constant within the step, so the derivatives stay exact; Kinematics::penalty_v).
+      const VectorXd& start_v = kin.penalty_v ? *kin.penalty_v : state_.v;
+      const double speed = (start_v.template segment<3>(3 * i) - c.surface_velocity).norm();
       const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i], speed);
       const ContactForce f = contact_force(c, model_.mass[i], k, v, g_ref, definite);
       sum.f += f.f;

@@ -175,6 +175,10 @@ class Simulator {
     const VectorXd* v;
     std::vector<VecD> fix_pos, fix_vel;
     double t = 0;  // the instant (where the colliders are)
+    // The velocities a collider's penalty stiffness reads (contact()); none: the state's.
+    // Within a step the state's are its start's, a constant, so that the derivatives stay
+    // exact; an iterate's energy reads its own, as the state it may become will.
+    const VectorXd* penalty_v = nullptr;
     VecD pos(const Connector& c) const {
       return c.type == MASS ? VecD(q->template segment<D>(D * c.nr)) : fix_pos[c.nr];
     }
