@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Self-collision against Blender's Cloth, side by side in one process (issue 37).
 
-Two cases, each baked by Cloth (its defaults, quality 5, Self Collision on) and by the
+Four cases, each baked by Cloth (its defaults, quality 5, Self Collision on) and by the
 add-on (`bpy.ops.mass_spring.bake()`, Self Collision on, the same distance):
 
 - ribbon: a ribbon standing on end, tilted, 2 cm over a floor with Collision: it falls
   and folds onto itself on the floor;
-- sheet: the 33^2 sheet of cloth_side_by_side.py pinned along one edge, which swings
-  down like a curtain, touching itself only where its free edge crumples (about what
-  self-collision costs where little touches: ours is also baked without it);
+- dropped: the 33^2 sheet of cloth_side_by_side.py, not pinned, dropped flat from 30 cm
+  onto the floor: it never touches itself (what self-collision costs where nothing
+  touches: ours is also baked without it, as in the two cases below);
+- edge: that sheet pinned along one edge 2 m up, which swings down like a curtain,
+  touching itself only where its free edge crumples;
 - corners: that sheet pinned at two corners, which folds onto itself as it swings.
 
 Prints milliseconds per frame and the ratios; the numbers go to docs/performance.md. Run
@@ -59,9 +61,11 @@ def ribbon(bpy, name, nx, ny, spacing):
 
 
 def sheet(bpy, name, n, pin):
+    """Pinned ("edge", "corners") 2 m up, or not pinned ("none") 30 cm over the floor."""
     ob = grid_mesh(bpy, name, n, n, 1.0 / (n - 1), "XY")
-    ob.location = (0, 0, 2)
-    ob.vertex_groups.new(name="Pins").add([0, n - 1] if pin == "corners" else list(range(n)), 1.0, 'REPLACE')
+    ob.location = (0, 0, 0.3 if pin == "none" else 2)
+    pins = {"corners": [0, n - 1], "edge": list(range(n)), "none": []}[pin]
+    ob.vertex_groups.new(name="Pins").add(pins, 1.0, 'REPLACE')
     return ob
 
 
@@ -109,7 +113,7 @@ def time_ours(bpy, make, frames, distance):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ribbon", nargs=3, type=float, default=[8, 60, 0.03], metavar=("NX", "NY", "SPACING"))
-    p.add_argument("--sheet", type=int, default=33, help="vertices per side of the sheet that never touches itself")
+    p.add_argument("--sheet", type=int, default=33, help="vertices per side of the sheets")
     p.add_argument("--frames", type=int, default=48)
     p.add_argument("--distance", type=float, default=0.015, help="self-collision distance, m (Cloth's default)")
     args = p.parse_args(sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else None)
@@ -136,8 +140,10 @@ def main():
     label = f"ribbon {nx}x{ny} folding"
     print(f"{label:>28} {cloth * 1e3:15.1f} {ours * 1e3:14.1f} {ours / cloth:11.2f}", flush=True)
 
-    for pin, what in (("edge", "untouched"), ("corners", "folding")):
+    for pin, what in (("none", "dropped flat"), ("edge", "swinging"), ("corners", "folding")):
         fresh(args.frames)
+        if pin == "none":
+            floor(bpy)
         make = lambda name: sheet(bpy, name, args.sheet, pin)  # noqa: E731
         cloth = time_cloth(bpy, make, args.frames, args.distance)
         ours = time_ours(bpy, make, args.frames, args.distance)

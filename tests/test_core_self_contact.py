@@ -321,9 +321,10 @@ def test_a_rope_piled_on_the_floor_keeps_its_segments_apart():
 
 
 def test_a_resting_structure_keeps_its_pairs_over_many_steps():
-    """Once the rope has piled up and lies still, its pairs are listed for a ball around
-    every vertex and kept while each stays in it: a second of rest lists them at most a
-    few times over its steps, and the segments still keep at least half the distance."""
+    """Once the rope has piled up and lies still, its pairs are listed with a skin around
+    every vertex and kept while no two of its parts come nearer by the skin
+    (SelfContact::window_holds): a second of rest lists them at most a few times over its
+    steps, and the segments still keep at least half the distance."""
     distance = 0.008
     mss, _ = rope_pile(distance)
     _, edges = rope(50, 1.0, (0, 0, 1.01), (0.05, 0, -1))
@@ -343,6 +344,61 @@ def test_a_resting_structure_keeps_its_pairs_over_many_steps():
     assert after["steps"] - before["steps"] >= 24
     assert after["self_contact_listings"] - before["self_contact_listings"] <= 3
     assert after["self_contact_pairs"] > 0
+
+
+def square_sheet(n, height, pins, distance):
+    """A square sheet of n x n vertices, 50 cm, 200 g, flat at `height`."""
+    from mass_spring import presets
+    sheet = presets.cloth(n, n, spacing=0.5 / (n - 1), pins=pins, total_mass=0.2, stiffness=500.0, damping=0.01)
+    x = np.asarray(sheet.positions, float).copy()
+    x[:, 2] = height
+    return dataclasses.replace(sheet, positions=x, self_collision_distance=distance, self_friction=0.3)
+
+
+def test_a_sheet_falling_as_one_keeps_its_pairs_and_falls_as_without():
+    """A sheet falling freely moves as one: no two of its parts come nearer, so the pairs
+    listed at the start hold for the whole fall (one listing in 24 steps), and it falls to
+    the same bits as without self-collision."""
+
+    def fall(distance):
+        mss = ms.build_system(square_sheet(9, 0.3, [], distance))
+        mss.tolerance = 1e-3
+        mss.simulate(0.5, 24)
+        return mss
+
+    kept, loose = fall(0.01), fall(0.0)
+    assert kept.stats["steps"] >= 24
+    assert kept.stats["self_contact_listings"] == 1
+    np.testing.assert_array_equal(kept.vertex_positions(), loose.vertex_positions())
+
+
+def test_a_sheet_falling_onto_another_is_listed_anew_as_they_near():
+    """A sheet dropped from 20 cm onto a sheet pinned flat below, the two in one system:
+    the pairs listed at the start hold while the gap between the sheets is larger than
+    their fall (SelfContact::window_holds, by the patches' gap), and are listed anew as
+    the sheets near, so that the falling one comes to rest on the other, never nearer
+    than half the distance; without self-collision it falls through."""
+    n, distance = 9, 0.01
+
+    def drop(d):
+        mss = ms.build_system([square_sheet(n, 0.0, list(range(n * n)), d), square_sheet(n, 0.2, [], d)])
+        mss.tolerance = 1e-3
+        return mss
+
+    mss = drop(distance)
+    mss.simulate(3 / 24, 6)  # falling: 15 cm of the 20
+    assert mss.vertex_positions()[n * n:, 2].min() > 0.05
+    assert mss.stats["self_contact_listings"] <= 2 < mss.stats["steps"]
+    lowest = []
+    for _ in range(21):
+        mss.simulate(1 / 24, 2)
+        lowest.append(mss.vertex_positions()[n * n:, 2].min())
+    assert min(lowest) >= 0.5 * distance
+    assert lowest[-1] < 1.5 * distance  # it lies on the pinned sheet
+    assert mss.stats["self_contact_listings"] > 2  # listed anew as they neared
+    loose = drop(0.0)
+    loose.simulate(1.0, 48)
+    assert loose.vertex_positions()[n * n:, 2].min() < -0.5
 
 
 def test_two_ropes_dropped_crosswise_tangle_without_crossing():

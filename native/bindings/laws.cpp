@@ -186,8 +186,8 @@ void bind_laws(py::module_& m) {
         contact.set({x0.begin(), x0.end()}, {}, {}, distance, 0.0);
         pair.clearance = contact.clearance(pair, x0);
         pair.stiffness = pair.mass = 1.0;
-        std::vector<double> moved(4);
-        for (int j = 0; j < 4; ++j) moved[j] = (x1[j] - x0[j]).norm();
+        std::vector<Vec3> moved(4);
+        for (int j = 0; j < 4; ++j) moved[j] = x1[j] - x0[j];
         const std::array<Vec<3>, 4> still{Vec<3>::Zero(), Vec<3>::Zero(), Vec<3>::Zero(), Vec<3>::Zero()};
         return py::make_tuple(stays_apart(pair, moved), contact.clearance(pair, x1),
                               contact.terms(pair, x1, still, 9.81).touching);

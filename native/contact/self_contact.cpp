@@ -221,6 +221,17 @@ bool may_come_within(const SelfContactPair& pair, const std::vector<Vec3>& x0, d
 // +1: the distance's size is the same on either side).
 double clearance_at(const Nearest& at, const SelfContactPair& pair) { return std::abs(at.distance) - pair.distance; }
 
+// Each vertex's displacement from `at` to x0 and to x1 (stays_apart).
+void moved_since(const std::vector<Vec3>& at, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                 std::vector<Vec3>& moved0, std::vector<Vec3>& moved1) {
+  moved0.resize(at.size());
+  moved1.resize(at.size());
+  for (std::size_t v = 0; v < at.size(); ++v) {
+    moved0[v] = x0[v] - at[v];
+    moved1[v] = x1[v] - at[v];
+  }
+}
+
 std::string describe(const SelfContactPair& p) {
   auto v = [&](int j) { return std::to_string(p.v[j]); };
   if (p.kind == SelfContactPair::kEdgeEdge) return "edge " + v(0) + "-" + v(1) + " and edge " + v(2) + "-" + v(3);
@@ -257,12 +268,13 @@ void segment_parameters(const Vec3& a0, const Vec3& a1, const Vec3& b0, const Ve
   }
 }
 
-bool stays_apart(const SelfContactPair& p, const std::vector<double>& moved) {
+bool stays_apart(const SelfContactPair& p, const std::vector<Vec3>& moved) {
   if (!(p.clearance > 0)) return false;
   const int split = p.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
+  const Vec3& common = moved[p.v[0]];
   double first = 0, second = 0;
   for (int j = 0; j < 4; ++j) {
-    const double m = moved[p.v[j]];
+    const double m = (moved[p.v[j]] - common).norm();
     if (!(m >= 0)) return false;  // NaN: evaluated, and the forces tell
     double& part = j < split ? first : second;
     part = std::max(part, m);
@@ -339,6 +351,138 @@ void SelfContact::set(const std::vector<Vec3>& built, const std::vector<std::arr
       wires_.push_back(e);
       edges_.push_back(e);
     }
+  set_patches();
+}
+
+void SelfContact::set_patches() {
+  // Patches grown breadth-first over the edges from the lowest point not yet in one, so
+  // that a patch is a connected piece of one structure (structures simulated together
+  // move apart as they like); if that makes too many (many small pieces), neighbours in
+  // that order are joined.
+  const int size = std::max<int>(kPatchSize, (static_cast<int>(points_.size()) + kMostPatches - 1) / kMostPatches);
+  std::vector<int> start(num_vertices_ + 1, 0), joined;  // the edges at each vertex, CSR
+  for (const auto& e : edges_) ++start[e[0] + 1], ++start[e[1] + 1];
+  for (int v = 0; v < num_vertices_; ++v) start[v + 1] += start[v];
+  joined.resize(start[num_vertices_]);
+  std::vector<int> next(start.begin(), start.end() - 1), patch_of(num_vertices_, -1);
+  for (const auto& e : edges_) joined[next[e[0]]++] = e[1], joined[next[e[1]]++] = e[0];
+  std::vector<std::vector<int>> patches;
+  for (int seed : points_) {
+    if (patch_of[seed] >= 0) continue;
+    patches.emplace_back();
+    const int p = static_cast<int>(patches.size()) - 1;
+    patches[p].push_back(seed);
+    patch_of[seed] = p;
+    for (std::size_t k = 0; k < patches[p].size() && static_cast<int>(patches[p].size()) < size; ++k)
+      for (int i = start[patches[p][k]]; i < start[patches[p][k] + 1] && static_cast<int>(patches[p].size()) < size; ++i)
+        if (patch_of[joined[i]] < 0) {
+          patch_of[joined[i]] = p;
+          patches[p].push_back(joined[i]);
+        }
+  }
+  while (patches.size() > 2 * static_cast<std::size_t>(kMostPatches)) {
+    std::vector<std::vector<int>> fewer((patches.size() + 1) / 2);
+    for (std::size_t p = 0; p < patches.size(); ++p) {
+      for (int v : patches[p]) patch_of[v] = static_cast<int>(p / 2);
+      fewer[p / 2].insert(fewer[p / 2].end(), patches[p].begin(), patches[p].end());
+    }
+    patches.swap(fewer);
+  }
+  // Every part lies in the patch of each of its vertices: a triangle's corners are
+  // joined by its sides, which are among the edges.
+  for (const auto& e : edges_) {
+    patches[patch_of[e[0]]].push_back(e[1]);
+    patches[patch_of[e[1]]].push_back(e[0]);
+  }
+  patch_start_.assign(1, 0);
+  patch_vertices_.clear();
+  for (auto& patch : patches) {
+    std::sort(patch.begin(), patch.end());
+    patch.erase(std::unique(patch.begin(), patch.end()), patch.end());
+    patch_vertices_.insert(patch_vertices_.end(), patch.begin(), patch.end());
+    patch_start_.push_back(static_cast<int>(patch_vertices_.size()));
+  }
+}
+
+namespace {
+
+double farthest_apart(const Box& a, const Box& b) {
+  return (a.max() - b.min()).cwiseAbs().cwiseMax((b.max() - a.min()).cwiseAbs()).norm();
+}
+
+}  // namespace
+
+SelfContact::PatchMoves SelfContact::patch_moves(const std::vector<Vec3>& at, const std::vector<Vec3>& x0,
+                                                 const std::vector<Vec3>& x1, const std::vector<double>* margin) const {
+  const int k = num_patches();
+  PatchMoves m;
+  m.ends.resize(k);
+  m.grow.assign(k, 0.0);
+  for (int p = 0; p < k; ++p) {
+    m.ends[p][0].setEmpty();
+    m.ends[p][1].setEmpty();
+    for (int i = patch_start_[p]; i < patch_start_[p + 1]; ++i) {
+      const int v = patch_vertices_[i];
+      m.ends[p][0].extend(x0[v] - at[v]);
+      m.ends[p][1].extend(x1[v] - at[v]);
+      if (margin) m.grow[p] = std::max(m.grow[p], (*margin)[v]);
+    }
+  }
+  return m;
+}
+
+double SelfContact::PatchMoves::shrink(int p, int q) const {
+  return std::max(farthest_apart(ends[p][0], ends[q][0]), farthest_apart(ends[p][1], ends[q][1]) + grow[p] + grow[q]);
+}
+
+bool SelfContact::patches_hold(const PatchMoves& m, const std::vector<double>* gaps, double skin) const {
+  const int k = num_patches();
+  // All patches together first: a structure resting, or moving as one, passes at once.
+  std::array<Box, 2> all;
+  for (int end = 0; end < 2; ++end) {
+    all[end].setEmpty();
+    for (int p = 0; p < k; ++p) all[end].extend(m.ends[p][end]);
+  }
+  const double most_grow = k > 0 ? *std::max_element(m.grow.begin(), m.grow.end()) : 0.0;
+  if (std::max(farthest_apart(all[0], all[0]), farthest_apart(all[1], all[1]) + 2 * most_grow) < skin) return true;
+  // Then each patch with itself, and with every other: a pair not listed was at least the
+  // skin beyond its distance (at most distance_), and at least its patches' gap apart.
+  for (int p = 0; p < k; ++p)
+    if (!(m.shrink(p, p) < skin)) return false;
+  if (!gaps) return true;
+  for (int p = 0; p < k; ++p)
+    for (int q = p + 1; q < k; ++q)
+      if (!(m.shrink(p, q) < std::max(skin, (*gaps)[p * k + q] - distance_))) return false;
+  return true;
+}
+
+SelfWindow SelfContact::open_window(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                                    const std::vector<double>& margin, double skin) const {
+  SelfWindow w;
+  const PatchMoves moves = patch_moves(x0, x0, x1, &margin);
+  if (!patches_hold(moves, nullptr, skin)) return w;  // (the gaps not computed)
+  const int k = num_patches();
+  std::vector<Box> boxes(k);
+  for (int p = 0; p < k; ++p) {
+    boxes[p].setEmpty();
+    for (int i = patch_start_[p]; i < patch_start_[p + 1]; ++i) boxes[p].extend(x0[patch_vertices_[i]]);
+  }
+  w.gaps.assign(static_cast<std::size_t>(k) * k, 0.0);
+  for (int p = 0; p < k; ++p)
+    for (int q = p + 1; q < k; ++q)
+      w.gaps[p * k + q] =
+          (boxes[p].min() - boxes[q].max()).cwiseMax(boxes[q].min() - boxes[p].max()).cwiseMax(0.0).norm();
+  if (!patches_hold(moves, &w.gaps, skin)) return SelfWindow();
+  w.at = x0;
+  w.skin = skin;
+  return w;
+}
+
+bool SelfContact::window_holds(const SelfWindow& w, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                               const std::vector<double>* margin) const {
+  const int k = num_patches();
+  if (!w.open() || w.gaps.size() != static_cast<std::size_t>(k) * k) return false;
+  return patches_hold(patch_moves(w.at, x0, x1, margin), &w.gaps, w.skin);
 }
 
 bool SelfContact::neighbours(int a, int b) const {
@@ -540,7 +684,11 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
 }
 
 std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                                  const std::vector<SelfContactPair>& listed) const {
+                                  const std::vector<SelfContactPair>& listed,
+                                  const std::vector<Vec3>* listed_at) const {
+  if (listed_at && listed_at->size() != x0.size()) listed_at = nullptr;
+  std::vector<Vec3> moved0, moved1;
+  if (listed_at) moved_since(*listed_at, x0, x1, moved0, moved1);
   // In chunks on the workers; the first crossing pair in the list's order is named, on
   // any number of workers.
   const long n = static_cast<long>(listed.size());
@@ -551,6 +699,7 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
     for (long k = chunk_begin(n, chunks, c); k < last; ++k) {
       const SelfContactPair& pair = listed[k];
       if (pair.kind == SelfContactPair::kPointEdge) continue;  // a point passes a line nowhere
+      if (listed_at && stays_apart(pair, moved0) && stays_apart(pair, moved1)) continue;
       const double touch = 1e-3 * pair.distance;
       const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
       // The distance can shrink by at most twice the farthest move: a pair farther apart
@@ -602,12 +751,17 @@ std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<V
 }
 
 bool SelfContact::touching(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                           const std::vector<SelfContactPair>& listed) const {
-  for (const SelfContactPair& pair : listed)
+                           const std::vector<SelfContactPair>& listed, const std::vector<Vec3>& listed_at) const {
+  const bool since = listed_at.size() == x0.size();
+  std::vector<Vec3> moved0, moved1;
+  if (since) moved_since(listed_at, x0, x1, moved0, moved1);
+  for (const SelfContactPair& pair : listed) {
+    if (since && stays_apart(pair, moved0) && stays_apart(pair, moved1)) continue;
     for (const std::vector<Vec3>* x : {&x0, &x1}) {
       const Nearest at = nearest(pair, corners(*x, pair.v));
       if (at.ok && std::abs(at.distance) < pair.distance) return true;
     }
+  }
   return false;
 }
 

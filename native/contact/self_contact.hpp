@@ -19,11 +19,14 @@
 // vertices that end it within a margin of their predicted end; after the step,
 // continuous detection over the straight paths of the vertices (SelfContact::crossing)
 // rejects a step in which two parts passed through each other, and a step whose vertices
-// ended farther from the prediction is rejected too (Simulator::self_crossing). Pairs of
-// fixes only are left out.
+// ended farther from the prediction is rejected too (Simulator::self_crossing). Where the
+// vertices move little relative to each other, pairs are listed with a skin and kept over
+// many steps instead (SelfContact::open_window). Pairs of fixes only are left out.
 #pragma once
 
 #include <Eigen/Core>
+#include <Eigen/Geometry>
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -49,16 +52,18 @@ struct SelfContactPair {
   double clearance = 0.0;
 };
 
-// Whether pair p stays beyond its distance with each vertex v moved at most moved[v] from
-// where the pair was listed: a part's every point moves no farther than its farthest
-// corner, so the distance between the parts shrinks by at most the sum of the two
-// parts' farthest moves. Most pairs listed for a step never touch in it: this spares
-// them the nearest points at every assembly. The bound is on the distance itself; a
-// point that went around a triangle to the other side of its plane, far from it (or a
-// thin triangle that turned over), would read as deep in contact by the side it was
-// listed with, and is rightly left alone
-// (test_pairs_apart_skip_only_pairs_that_cannot_touch).
-bool stays_apart(const SelfContactPair& p, const std::vector<double>& moved);
+// Whether pair p stays beyond its distance with each vertex v displaced by moved[v] from
+// where the pair was listed. The distance between two parts shrinks by at most the
+// farthest any vertex of one moves relative to any vertex of the other (every point of a
+// part is a weighted mean of its corners), bounded by each part's farthest move relative
+// to the pair's first vertex: a pair carried along as one (a swinging sheet) stays apart.
+// Most pairs listed for a step never touch in it: this spares them the nearest points at
+// every assembly. The bound is on the distance itself; a point that went around a
+// triangle to the other side of its plane, far from it (or a thin triangle that turned
+// over), would read as deep in contact by the side it was listed with, and is rightly left
+// alone (test_pairs_apart_skip_only_pairs_that_cannot_touch). A displacement that is not
+// finite: not apart.
+bool stays_apart(const SelfContactPair& p, const std::vector<Vec3>& moved);
 
 // A pair's forces at given positions and velocities: f on its four vertices; and the
 // Newton matrix's block as an outer product of weights with one 3 x 3 block:
@@ -70,6 +75,14 @@ struct SelfContactTerms {
   std::array<Vec3, 4> f{Vec3::Zero(), Vec3::Zero(), Vec3::Zero(), Vec3::Zero()};
   std::array<double, 4> w{0, 0, 0, 0};
   Mat3 A = Mat3::Zero(), B = Mat3::Zero();
+};
+
+// Where a list of pairs was made to be kept for a while (SelfContact::open_window).
+struct SelfWindow {
+  std::vector<Vec3> at;      // the vertices where it was listed; empty: no window
+  double skin = 0.0;         // m, how much nearer than its distance a pair was listed
+  std::vector<double> gaps;  // m, between the patches' boxes at `at`, row by row
+  bool open() const { return !at.empty(); }
 };
 
 class SelfContact {
@@ -112,8 +125,12 @@ class SelfContact {
   // Two parts of `listed` that pass through each other on the straight paths from x0 to
   // x1 (continuous detection), described; empty: none. Complete for a step that ended
   // within the margin of the end its pairs were listed for.
+  // With `listed_at` (where the vertices were when `listed` was listed), a pair that
+  // stays apart (stays_apart) at x0 and at x1 is passed over: its bound holds along the
+  // straight paths between them.
   std::string crossing(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                       const std::vector<SelfContactPair>& listed) const;
+                       const std::vector<SelfContactPair>& listed,
+                       const std::vector<Vec3>* listed_at = nullptr) const;
   // For a step that ended beyond the margin of the end its pairs were listed for: the
   // pairs with a free vertex (inverse_mass > 0; as pairs() lists them) are listed anew
   // over the straight paths from x0 to x1, and the first one not in `listed` that is
@@ -121,9 +138,30 @@ class SelfContact {
   // step felt every pair that acts at its ends, and nothing crossed).
   std::string missed(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                      const std::vector<SelfContactPair>& listed, const std::vector<double>& inverse_mass) const;
-  // Whether a pair of `listed` is within its distance at x0 or at x1.
-  bool touching(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                const std::vector<SelfContactPair>& listed) const;
+  // Whether a pair of `listed` (listed where the vertices were at `listed_at`) is within
+  // its distance at x0 or at x1.
+  bool touching(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, const std::vector<SelfContactPair>& listed,
+                const std::vector<Vec3>& listed_at) const;
+
+  // Pairs listed for a while (a window): listed at x0 for every vertex anywhere within
+  // half the skin of where it is (pairs() with x1 = x0 and that margin), the list holds
+  // every pair that can come within its distance until a pair not listed has come nearer
+  // by the skin: it was that far beyond its distance. Checked by patches (set_patches):
+  // any two vertices of two patches have moved relative to each other by no more than
+  // the farthest apart their displacements' boxes are, and no distance between parts in
+  // them has shrunk by more; parts in patches farther apart than the distance and the
+  // skin where listed may shrink by that gap, less the distance. So a structure resting,
+  // falling or carried as a whole keeps its list (test_a_sheet_falling_as_one_keeps_*),
+  // and one falling onto another keeps it while the gap allows
+  // (test_a_sheet_falling_onto_another_is_listed_anew_as_they_near).
+  // A window opened at x0 if it holds for the step to x1, each vertex within its margin
+  // there (not open: it does not).
+  SelfWindow open_window(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                         const std::vector<double>& margin, double skin) const;
+  // Whether the window's list still holds every pair that can come within its distance on
+  // the straight paths from x0 to x1, each vertex within its `margin` (none: 0) of x1.
+  bool window_holds(const SelfWindow& window, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                    const std::vector<double>* margin) const;
   // The distance between the two parts at x that keep their full distance (not
   // neighbours in the mesh) and come nearest to it, relative to it, among those within the
   // distance (for the check that it fits the mesh as built; inf if none is), a description
@@ -160,6 +198,27 @@ class SelfContact {
   template <class Visit, class Quick>
   void each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, const std::vector<double>* margin,
                       double reach, int chunks, Visit&& visit, Quick&& quick) const;
+  // The patches (window_holds): each patch's points and the vertices of the parts
+  // around them, CSR; connected pieces of up to kPatchSize points (more where that would
+  // make more than kMostPatches), grown over the edges (set_patches).
+  static constexpr int kPatchSize = 8, kMostPatches = 256;
+  std::vector<int> patch_start_, patch_vertices_;
+  int num_patches() const { return std::max(0, static_cast<int>(patch_start_.size()) - 1); }
+  void set_patches();
+  // Each patch's displacements from `at` at x0 and at x1 (boxes), and its largest margin.
+  // On the straight paths between, two vertices' displacements differ by no more than at
+  // one of the ends.
+  struct PatchMoves {
+    std::vector<std::array<Eigen::AlignedBox3d, 2>> ends;
+    std::vector<double> grow;
+    // The most any distance between parts in patches p and q can have shrunk.
+    double shrink(int p, int q) const;
+  };
+  PatchMoves patch_moves(const std::vector<Vec3>& at, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                         const std::vector<double>* margin) const;
+  // Whether no pair not listed can come within its distance (gaps: none, only the
+  // patches each with itself are checked).
+  bool patches_hold(const PatchMoves& moves, const std::vector<double>* gaps, double skin) const;
   int num_vertices_ = 0;
   std::vector<std::array<int, 3>> triangles_;
   std::vector<std::array<int, 2>> edges_;

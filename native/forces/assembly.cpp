@@ -251,10 +251,10 @@ std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(c
   if constexpr (D == 3) {
     const long n = static_cast<long>(self_pairs_.size());
     if (n == 0) return out;
-    // How far each vertex moved since the pairs were listed (stays_apart).
-    std::vector<double> moved(num_vertices(), std::numeric_limits<double>::infinity());
+    // Each vertex's move since the pairs were listed (stays_apart).
+    std::vector<Vec3> moved(num_vertices(), Vec3::Constant(std::numeric_limits<double>::quiet_NaN()));
     if (self_listing_positions_.size() == moved.size())
-      for (int v : model_.self_contact.points()) moved[v] = (kin.pos(vertex(v)) - self_listing_positions_[v]).norm();
+      for (int v : model_.self_contact.points()) moved[v] = kin.pos(vertex(v)) - self_listing_positions_[v];
     const double g_ref = contact_gravity();
     // Each chunk's touching pairs in a list of its own, joined in chunk order: the same
     // on any number of workers.

@@ -686,28 +686,23 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
     }
     self_predicted_ = x1;
     const std::vector<double>& margins = self_margins();
-    const double ball = self_ball();
-    auto within = [&](const std::vector<Vec3>& center, double radius) {
-      for (int i : model_.self_contact.points())
-        if ((x0[i] - center[i]).norm() > radius || (x1[i] - center[i]).norm() + margins[i] > radius) return false;
-      return true;
-    };
-    if (!self_listed_at_.empty() && within(self_listed_at_, ball)) {
-      self_touching_ = model_.self_contact.touching(x0, x1, self_pairs_);
+    const SelfContact& contact = model_.self_contact;
+    const double skin = self_skin();
+    if (contact.window_holds(self_window_, x0, x1, &margins)) {
+      self_touching_ = contact.touching(x0, x1, self_pairs_, self_listing_positions_);
       return;
     }
     ++self_contact_listings;
-    if (within(x0, 0.5 * ball)) {
-      // Listed for every vertex anywhere within the ball around x0: its end x0, with the
-      // ball as its margin.
-      self_pairs_ = model_.self_contact.pairs(x0, x0, std::vector<double>(n, ball), v0, inverse_mass, springs,
-                                              contact_gravity(), self_pairs_, self_touching_);
-      self_touching_ = model_.self_contact.touching(x0, x1, self_pairs_);
-      self_listed_at_ = x0;
+    self_window_ = contact.open_window(x0, x1, margins, skin);
+    if (self_window_.open()) {
+      // Listed for every vertex anywhere within half the skin around x0: its end x0, with
+      // that as its margin.
+      self_pairs_ = contact.pairs(x0, x0, std::vector<double>(n, 0.5 * skin), v0, inverse_mass, springs,
+                                  contact_gravity(), self_pairs_, self_touching_);
+      self_touching_ = contact.touching(x0, x1, self_pairs_, x0);
       self_listing_positions_ = x0;
       return;
     }
-    self_listed_at_.clear();
     self_pairs_ = model_.self_contact.pairs(x0, x1, margins, v0, inverse_mass, springs, contact_gravity(),
                                             self_pairs_, self_touching_);
     self_listing_positions_ = x0;
@@ -751,15 +746,13 @@ std::string Simulator<D>::self_crossing(const VectorXd& q1, double t1, const Fix
     const double least = least_self_margin();
     const double most = kMarginMost * model_.self_contact.distance();
     std::vector<double> next = margins;
-    const double ball = self_ball();
+    if (self_window_.open() && !model_.self_contact.window_holds(self_window_, x0, x1, nullptr))
+      why = "the vertices moved relative to each other beyond what their self-collision pairs were listed for";
     for (int i : model_.self_contact.points()) {
       const double stray = (x1[i] - self_predicted_[i]).norm();
-      if (self_listed_at_.empty() ? stray > margins[i] : (x1[i] - self_listed_at_[i]).norm() > ball) {
-        if (why.empty())
-          why = "vertex " + std::to_string(i) + " ended the step " +
-                (self_listed_at_.empty() ? fmt(stray) + " m from where its self-collision pairs were listed for"
-                                         : "beyond the ball its self-collision pairs were listed for");
-      }
+      if (!self_window_.open() && stray > margins[i] && why.empty())
+        why = "vertex " + std::to_string(i) + " ended the step " + fmt(stray) +
+              " m from where its self-collision pairs were listed for";
       if (stray > margins[i]) {
         next[i] = std::min(most, std::max(margins[i], 3 * stray));
       } else {
@@ -781,7 +774,7 @@ std::string Simulator<D>::self_crossing(const VectorXd& q1, double t1, const Fix
     } else {
       margins = next;
     }
-    if (why.empty()) why = model_.self_contact.crossing(x0, x1, self_pairs_);
+    if (why.empty()) why = model_.self_contact.crossing(x0, x1, self_pairs_, &self_listing_positions_);
     if (why.empty()) return why;
     ++self_contact_refusals;
     return "in the step from t=" + fmt(state_.time) + ", " + why;

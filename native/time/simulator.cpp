@@ -53,7 +53,7 @@ void Simulator<D>::changed(unsigned what) {
     self_pairs_.clear();
     self_touching_ = false;
     self_margins_.clear();
-    self_listed_at_.clear();
+    self_window_ = SelfWindow();
     self_listing_positions_.clear();
   }
   // The linear solvers' reused factors and error control's carried step size.

@@ -288,14 +288,17 @@ class Simulator {
   std::vector<Vec3> self_predicted_;  // where the pairs were listed for (list_self_pairs)
   std::vector<Vec3> self_listing_positions_;  // where the vertices were when the pairs were listed
   bool self_touching_ = false;  // a listed pair is within the distance at the step's start or predicted end
-  // Where moving slowly (each vertex's predicted move and margin within half the ball),
-  // the pairs are listed for every vertex anywhere within kSelfBall of the distance of
-  // where it is (self_listed_at_), and kept for the steps that follow while every vertex
-  // keeps within that ball: resting and draping list once in many steps
-  // (test_a_resting_structure_keeps_its_pairs_over_many_steps). Empty: listed for one step.
-  static constexpr double kSelfBall = 0.25;
-  std::vector<Vec3> self_listed_at_;
-  double self_ball() const { return kSelfBall * model_.self_contact.distance(); }
+  // Where no two vertices move relative to each other by more than the skin (kSelfSkin of
+  // the distance) in a step, margins included (SelfContact::open_window), the pairs are
+  // listed for every vertex anywhere within half the skin of where it is, and kept for
+  // the steps that follow while the window holds: resting, draping, and falling or
+  // carried as a whole list once in many steps
+  // (test_a_resting_structure_keeps_its_pairs_over_many_steps,
+  // test_a_sheet_falling_as_one_keeps_its_pairs_and_falls_as_without). A sheet swinging
+  // deforms too fast for it: listed anew at every step. Not open: listed for one step.
+  static constexpr double kSelfSkin = 0.5;
+  SelfWindow self_window_;
+  double self_skin() const { return kSelfSkin * model_.self_contact.distance(); }
   static constexpr const char* kSelfCrossingCure =
       "Likely cures: a larger self-collision distance, more substeps, or slower motion";
   // Adds the self-contact pairs' forces (into F) and couplings (into matrix); the largest force.
