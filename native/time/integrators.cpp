@@ -674,7 +674,8 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
     // the predicted end (explicit methods keep no acceleration)
     VectorXd q1 = s.q + h * s.v;
     if (s.acc.size() == s.q.size()) q1 += (0.5 * h * h) * s.acc;
-    const std::vector<Vec3> x0 = vertex_points(k0), x1 = vertex_points(kinematics(q1, s.v, path, s.time + h));
+    const std::vector<Vec3> x0 = vertex_points(k0);
+    std::vector<Vec3> x1 = vertex_points(kinematics(q1, s.v, path, s.time + h));
     const int n = num_vertices();
     std::vector<Vec3> v0(n);
     const std::vector<double> inverse_mass = vertex_inverse_masses();
@@ -684,6 +685,16 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
       v0[i] = k0.vel(c);
       if (c.type == MASS) springs[i] = model_.spring_stiffness_at[c.nr];
     }
+    // A mass predicted deep into a collider is stopped by its penalty: predicted where the
+    // penalty is fully stiff instead, or a sheet landing strayed from its prediction at
+    // every step and had its pairs listed twice (docs/performance.md, "Self-collision").
+    if (!model_.colliders.empty())
+      for (int i : model_.self_contact.points()) {
+        if (!(inverse_mass[i] > 0)) continue;
+        const ContactPoint c = model_.colliders.nearest(x1[i], s.time + h, v0[i]);
+        const double stiff = c.thickness - (c.ramp > 0 ? c.ramp : contact_ramp(c.thickness));
+        if (c.touching && c.distance < stiff) x1[i] += (stiff - c.distance) * c.normal;
+      }
     self_predicted_ = x1;
     const std::vector<double>& margins = self_margins();
     const SelfContact& contact = model_.self_contact;
