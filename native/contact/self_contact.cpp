@@ -30,6 +30,15 @@ constexpr long kListGrain = 512;
 
 double clamp01(double x) { return std::min(1.0, std::max(0.0, x)); }
 
+// The distance between two boxes (0 where they meet), and the farthest apart two of their
+// points are.
+double box_gap(const Box& a, const Box& b) {
+  return (a.min() - b.max()).cwiseMax(b.min() - a.max()).cwiseMax(0.0).norm();
+}
+double farthest_apart(const Box& a, const Box& b) {
+  return (a.max() - b.min()).cwiseAbs().cwiseMax((b.max() - a.min()).cwiseAbs()).norm();
+}
+
 // Where a pair's two parts are nearest at positions x: the weights w (sum_j w_j x_j is
 // the vector between the nearest points), the unit normal n along it (from the second
 // part to the first) and the distance. A vertex-triangle pair measures the distance of a
@@ -211,8 +220,7 @@ bool may_come_within(const SelfContactPair& pair, const std::vector<Vec3>& x0, d
   first.setEmpty();
   second.setEmpty();
   for (int j = 0; j < 4; ++j) (j < split ? first : second).extend(x0[pair.v[j]]);
-  const double gap = (first.min() - second.max()).cwiseMax(second.min() - first.max()).cwiseMax(0.0).norm();
-  if (gap >= reach) return false;
+  if (box_gap(first, second) >= reach) return false;
   at = nearest(pair, corners(x0, pair.v));  // side +1: the distance's size is the same
   return at.ok && std::abs(at.distance) < reach;  // (not ok: degenerate, never listed)
 }
@@ -404,14 +412,6 @@ void SelfContact::set_patches() {
   }
 }
 
-namespace {
-
-double farthest_apart(const Box& a, const Box& b) {
-  return (a.max() - b.min()).cwiseAbs().cwiseMax((b.max() - a.min()).cwiseAbs()).norm();
-}
-
-}  // namespace
-
 SelfContact::PatchMoves SelfContact::patch_moves(const std::vector<Vec3>& at, const std::vector<Vec3>& x0,
                                                  const std::vector<Vec3>& x1, const std::vector<double>* margin) const {
   const int k = num_patches();
@@ -470,8 +470,7 @@ SelfWindow SelfContact::open_window(const std::vector<Vec3>& x0, const std::vect
   w.gaps.assign(static_cast<std::size_t>(k) * k, 0.0);
   for (int p = 0; p < k; ++p)
     for (int q = p + 1; q < k; ++q)
-      w.gaps[p * k + q] =
-          (boxes[p].min() - boxes[q].max()).cwiseMax(boxes[q].min() - boxes[p].max()).cwiseMax(0.0).norm();
+      w.gaps[p * k + q] = box_gap(boxes[p], boxes[q]);
   if (!patches_hold(moves, &w.gaps, skin)) return SelfWindow();
   w.at = x0;
   w.skin = skin;
