@@ -512,6 +512,29 @@ def test_a_step_beyond_its_margins_stands_if_it_missed_no_pair():
     assert mss.stats["self_contact_pairs"] > 1000  # it touches itself
 
 
+def test_pairs_listed_touching_do_not_count_as_energy_the_step_gained():
+    """Two ropes set across each other 4 mm apart, with a self-collision distance of 8 mm:
+    the first step lists their pairs already touching. Their energy belongs to the new
+    pairs, not to the step: the step stands (before, every step, however short, failed
+    the energy test), the ropes push each other apart, and lose energy from then on."""
+    a, a_edges = rope(10, 0.2, (-0.1, 0, 0.02), (1, 0, 0))
+    b, b_edges = rope(10, 0.2, (0, -0.1, 0.0), (0, 1, 0))
+    mss = wire_system(np.vstack([a, b]), np.vstack([a_edges, b_edges + len(a)]), distance=0.008, floor=False)
+    mss.gravity = [0, 0, 0]
+    state = mss.get_state()
+    q = np.asarray(state["q"], float).reshape(-1, 3).copy()
+    q[:len(a), 2] = 0.004
+    mss.set_state({**state, "q": q.ravel()})
+    assert mss.energy() == 0.0  # at rest, no pairs listed yet
+    mss.simulate(1e-6, 1)
+    touching = mss.energy()
+    assert touching > 0.1  # the pairs' energy, from the first step's list
+    mss.simulate(0.05, 5)
+    x = mss.vertex_positions()
+    assert x[5, 2] - x[len(a) + 5, 2] > 0.008  # where they cross: pushed apart beyond the distance
+    assert mss.energy() < 0.1 * touching
+
+
 def test_a_restart_from_a_checkpoint_gives_the_same_bits():
     """The pairs listed for the last step carry their stiffness on; a restart from a
     checkpoint lists them afresh, in the run that goes on and in the restored one alike."""

@@ -435,17 +435,23 @@ double SelfContact::PatchMoves::shrink(int p, int q) const {
   return std::max(farthest_apart(ends[p][0], ends[q][0]), farthest_apart(ends[p][1], ends[q][1]) + grow[p] + grow[q]);
 }
 
+bool SelfContact::moved_as_one(const std::vector<Vec3>& at, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                               const std::vector<double>* margin, double skin) const {
+  std::array<Box, 2> all;
+  all[0].setEmpty();
+  all[1].setEmpty();
+  double most = 0;
+  for (int v : points_) {
+    all[0].extend(x0[v] - at[v]);
+    all[1].extend(x1[v] - at[v]);
+    if (margin) most = std::max(most, (*margin)[v]);
+  }
+  return std::max(farthest_apart(all[0], all[0]), farthest_apart(all[1], all[1]) + 2 * most) < skin;
+}
+
 bool SelfContact::patches_hold(const PatchMoves& m, const std::vector<double>* gaps, double skin) const {
   const int k = num_patches();
-  // All patches together first: a structure resting, or moving as one, passes at once.
-  std::array<Box, 2> all;
-  for (int end = 0; end < 2; ++end) {
-    all[end].setEmpty();
-    for (int p = 0; p < k; ++p) all[end].extend(m.ends[p][end]);
-  }
-  const double most_grow = k > 0 ? *std::max_element(m.grow.begin(), m.grow.end()) : 0.0;
-  if (std::max(farthest_apart(all[0], all[0]), farthest_apart(all[1], all[1]) + 2 * most_grow) < skin) return true;
-  // Then each patch with itself, and with every other: a pair not listed was at least the
+  // Each patch with itself, and with every other: a pair not listed was at least the
   // skin beyond its distance (at most distance_), and at least its patches' gap apart.
   for (int p = 0; p < k; ++p)
     if (!(m.shrink(p, p) < skin)) return false;
@@ -459,8 +465,9 @@ bool SelfContact::patches_hold(const PatchMoves& m, const std::vector<double>* g
 SelfWindow SelfContact::open_window(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                                     const std::vector<double>& margin, double skin) const {
   SelfWindow w;
+  const bool as_one = moved_as_one(x0, x0, x1, &margin, skin);
   const PatchMoves moves = patch_moves(x0, x0, x1, &margin);
-  if (!patches_hold(moves, nullptr, skin)) return w;  // (the gaps not computed)
+  if (!as_one && !patches_hold(moves, nullptr, skin)) return w;  // (the gaps not computed)
   const int k = num_patches();
   std::vector<Box> boxes(k);
   for (int p = 0; p < k; ++p) {
@@ -471,7 +478,7 @@ SelfWindow SelfContact::open_window(const std::vector<Vec3>& x0, const std::vect
   for (int p = 0; p < k; ++p)
     for (int q = p + 1; q < k; ++q)
       w.gaps[p * k + q] = box_gap(boxes[p], boxes[q]);
-  if (!patches_hold(moves, &w.gaps, skin)) return SelfWindow();
+  if (!as_one && !patches_hold(moves, &w.gaps, skin)) return SelfWindow();
   w.at = x0;
   w.skin = skin;
   return w;
@@ -481,6 +488,8 @@ bool SelfContact::window_holds(const SelfWindow& w, const std::vector<Vec3>& x0,
                                const std::vector<double>* margin) const {
   const int k = num_patches();
   if (!w.open() || w.gaps.size() != static_cast<std::size_t>(k) * k) return false;
+  // All points together first: a structure resting, or moving as one, passes at once.
+  if (moved_as_one(w.at, x0, x1, margin, w.skin)) return true;
   return patches_hold(patch_moves(w.at, x0, x1, margin), &w.gaps, w.skin);
 }
 

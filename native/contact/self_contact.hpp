@@ -216,6 +216,10 @@ class SelfContact {
   };
   PatchMoves patch_moves(const std::vector<Vec3>& at, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                          const std::vector<double>* margin) const;
+  // Whether no two points have moved relative to each other by the skin: a structure
+  // resting, or moving as one (then no pair not listed can come within its distance).
+  bool moved_as_one(const std::vector<Vec3>& at, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
+                    const std::vector<double>* margin, double skin) const;
   // Whether no pair not listed can come within its distance (gaps: none, only the
   // patches each with itself are checked).
   bool patches_hold(const PatchMoves& moves, const std::vector<double>* gaps, double skin) const;

@@ -688,9 +688,13 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
     // A mass predicted deep into a collider is stopped by its penalty: predicted where the
     // penalty is fully stiff instead, or a sheet landing strayed from its prediction at
     // every step and had its pairs listed twice (docs/performance.md, "Self-collision").
+    // Not a mass predicted to move less than kSelfStill of the skin: it ends the step
+    // where it starts, as far as the pairs care (resting on a collider, it costs a query
+    // per vertex and step).
+    const double skin = self_skin();
     if (!model_.colliders.empty())
       for (int i : model_.self_contact.points()) {
-        if (!(inverse_mass[i] > 0)) continue;
+        if (!(inverse_mass[i] > 0) || (x1[i] - x0[i]).norm() < kSelfStill * skin) continue;
         const ContactPoint c = model_.colliders.nearest(x1[i], s.time + h, v0[i]);
         const double stiff = c.thickness - (c.ramp > 0 ? c.ramp : contact_ramp(c.thickness));
         if (c.touching && c.distance < stiff) x1[i] += (stiff - c.distance) * c.normal;
@@ -698,7 +702,6 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
     self_predicted_ = x1;
     const std::vector<double>& margins = self_margins();
     const SelfContact& contact = model_.self_contact;
-    const double skin = self_skin();
     if (contact.window_holds(self_window_, x0, x1, &margins)) {
       self_touching_ = contact.touching(x0, x1, self_pairs_, self_listing_positions_);
       return;
@@ -708,16 +711,35 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
     if (self_window_.open()) {
       // Listed for every vertex anywhere within half the skin around x0: its end x0, with
       // that as its margin.
-      self_pairs_ = contact.pairs(x0, x0, std::vector<double>(n, 0.5 * skin), v0, inverse_mass, springs,
-                                  contact_gravity(), self_pairs_, self_touching_);
+      list_pairs(contact.pairs(x0, x0, std::vector<double>(n, 0.5 * skin), v0, inverse_mass, springs,
+                               contact_gravity(), self_pairs_, self_touching_),
+                 k0, x0);
       self_touching_ = contact.touching(x0, x1, self_pairs_, x0);
-      self_listing_positions_ = x0;
       return;
     }
-    self_pairs_ = model_.self_contact.pairs(x0, x1, margins, v0, inverse_mass, springs, contact_gravity(),
-                                            self_pairs_, self_touching_);
-    self_listing_positions_ = x0;
+    list_pairs(contact.pairs(x0, x1, margins, v0, inverse_mass, springs, contact_gravity(), self_pairs_,
+                             self_touching_),
+               k0, x0);
   }
+}
+
+// Pairs listed anew change the energy the steps are tested with: a pair listed already
+// within its distance (at the first step, after a restart, or with a new stiffness)
+// would add its energy to the step however short, which then failed at the smallest
+// step size (test_pairs_listed_touching_do_not_count_as_energy_the_step_gained). The
+// energy of the state the step starts from, and the ceiling, follow the new pairs
+// (listed where the vertices are at `start`, listed_at).
+template <int D>
+void Simulator<D>::list_pairs(std::vector<SelfContactPair> pairs, const Kinematics& start,
+                              const std::vector<Vec3>& listed_at) {
+  const bool test = energy_test_.active;
+  const double before = test ? self_contact_energy(start) : 0.0;
+  self_pairs_ = std::move(pairs);
+  self_listing_positions_ = listed_at;
+  if (!test) return;
+  const double shift = self_contact_energy(start) - before;
+  energy_test_.before += shift;
+  energy_test_.ceiling += shift;
 }
 
 template <int D>
@@ -830,8 +852,10 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     ceiling_gravity_ = model_.gravity;
   }
   // The energy of the state the next step starts from (only while it is checked): an
-  // accepted step's is the one it was checked with.
-  double energy_at_state = check_energy ? energy_now : 0.0;
+  // accepted step's is the one it was checked with. Self-contact pairs listed anew move
+  // it and the ceiling along (rebase_energy_test), also in a step that is then rejected:
+  // its pairs stay listed for the retry.
+  energy_test_ = {check_energy, check_energy ? energy_now : 0.0, energy_scale, energy_ceiling_};
   struct EnergyTestOff {  // however the call ends: other steps have no energy test
     EnergyTest& test;
     ~EnergyTestOff() { test.active = false; }
@@ -846,9 +870,7 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     h = step_within(h, left);
     const State<D> before = state_;
     const NewtonPredictor predictor_before = predictor_;  // a rejected step teaches nothing
-    const double energy_before = energy_at_state;
     std::string why;
-    energy_test_ = {check_energy, energy_before, energy_scale, energy_ceiling_};
     early_stop_energy_ = std::numeric_limits<double>::quiet_NaN();
     const bool solved = implicit_step(h, path, why);
     const double err = solved ? last_local_error / (tolerance * error_scale_)
@@ -857,11 +879,13 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     const double energy_after = !solved || !check_energy ? 0.0
                                 : std::isnan(early_stop_energy_) ? total_energy()
                                                                  : early_stop_energy_;
-    const bool kept = !solved || !check_energy || energy_kept(energy_before, energy_after, energy_scale, tolerance, energy_ceiling_);
+    const bool kept = !solved || !check_energy ||
+                      energy_kept(energy_test_.before, energy_after, energy_scale, tolerance, energy_test_.ceiling);
+    energy_ceiling_ = energy_test_.ceiling;
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
       require_bounded_positions();
       ++total_steps;
-      energy_at_state = energy_after;
+      energy_test_.before = energy_after;
       strict_newton_ = false;
       if (left - h <= 1e-12 * h_max) state_.time = t_end;  // exactly, not by round-off
       h = step_after_accepted(err, h, proposal, h_max);
@@ -890,7 +914,7 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     // auxiliary acceleration: restarting there loses energy every change.
     if (!model_.constraints.empty()) {
       make_consistent(path, 0.0);
-      if (check_energy) energy_at_state = total_energy();
+      if (check_energy) energy_test_.before = total_energy();
     }
     if (h < h_min)
       throw SimulationError(

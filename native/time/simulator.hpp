@@ -265,6 +265,7 @@ class Simulator {
   // it why it cannot be kept: a vertex ended farther from the prediction (its pairs may be
   // incomplete), or two parts passed through each other.
   void list_self_pairs(double h, const FixPath<D>& path);
+  void list_pairs(std::vector<SelfContactPair> pairs, const Kinematics& start, const std::vector<Vec3>& listed_at);
   std::string self_crossing(const VectorXd& q1, double t1, const FixPath<D>& path);
   // Each vertex's margin (self_margins_): how far its step's end may stray from the
   // prediction without its pairs listed anew (SelfContact::missed). It follows the
@@ -296,7 +297,7 @@ class Simulator {
   // (test_a_resting_structure_keeps_its_pairs_over_many_steps,
   // test_a_sheet_falling_as_one_keeps_its_pairs_and_falls_as_without). A sheet swinging
   // deforms too fast for it: listed anew at every step. Not open: listed for one step.
-  static constexpr double kSelfSkin = 0.5;
+  static constexpr double kSelfSkin = 0.5, kSelfStill = 1e-3;
   SelfWindow self_window_;
   double self_skin() const { return kSelfSkin * model_.self_contact.distance(); }
   static constexpr const char* kSelfCrossingCure =
