@@ -669,9 +669,9 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
     pair.mass = 1 / inverse;
     pair.clearance = clearance_at(at, pair);
     const auto found = std::lower_bound(kept.begin(), kept.end(), std::make_pair(key(pair), -1.0));
-    pair.stiffness = found != kept.end() && found->first == key(pair)
-                         ? found->second
-                         : contact_stiffness(pair.mass, g_ref, pair.distance, springs, relative.norm());
+    pair.carried = found != kept.end() && found->first == key(pair);
+    pair.stiffness = pair.carried ? found->second
+                                  : contact_stiffness(pair.mass, g_ref, pair.distance, springs, relative.norm());
     if (!slot_touching[slot]) {
       const Nearest end = nearest(pair, corners(x1, pair.v));
       slot_touching[slot] = std::abs(at.distance) < pair.distance || (end.ok && end.distance < pair.distance);

@@ -50,6 +50,7 @@ struct SelfContactPair {
   double mass = 0.0;       // kg, the pair's mass along its normal (for the damping)
   // m: how far beyond its distance the pair was where it was listed (negative: within).
   double clearance = 0.0;
+  bool carried = false;  // in the list before too: its stiffness carried on (SelfContact::pairs)
 };
 
 // Whether pair p stays beyond its distance with each vertex v displaced by moved[v] from

@@ -255,7 +255,6 @@ std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(c
     std::vector<Vec3> moved(num_vertices(), Vec3::Constant(std::numeric_limits<double>::quiet_NaN()));
     if (self_listing_positions_.size() == moved.size())
       for (int v : model_.self_contact.points()) moved[v] = kin.pos(vertex(v)) - self_listing_positions_[v];
-    const double g_ref = contact_gravity();
     // Each chunk's touching pairs in a list of its own, joined in chunk order: the same
     // on any number of workers.
     const int chunks = chunk_count(n, kSelfPairGrain);
@@ -265,19 +264,28 @@ std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(c
       for (long k = chunk_begin(n, chunks, c); k < last; ++k) {
         const SelfContactPair& pair = self_pairs_[k];
         if (stays_apart(pair, moved)) continue;
-        std::array<Vec3, 4> x, v;
-        for (int j = 0; j < 4; ++j) {
-          const Connector at = vertex(pair.v[j]);
-          x[j] = kin.pos(at);
-          v[j] = kin.vel(at);
-        }
-        SelfContactTerms t = model_.self_contact.terms(pair, x, v, g_ref);
+        SelfContactTerms t = self_contact_terms(pair, kin);
         if (t.touching) found[c].emplace_back(static_cast<int>(k), t);
       }
     });
     for (auto& chunk : found) out.insert(out.end(), chunk.begin(), chunk.end());
   }
   return out;
+}
+
+template <int D>
+SelfContactTerms Simulator<D>::self_contact_terms(const SelfContactPair& pair, const Kinematics& kin) const {
+  if constexpr (D != 3) {
+    return {};
+  } else {
+    std::array<Vec3, 4> x, v;
+    for (int j = 0; j < 4; ++j) {
+      const Connector at = vertex(pair.v[j]);
+      x[j] = kin.pos(at);
+      v[j] = kin.vel(at);
+    }
+    return model_.self_contact.terms(pair, x, v, contact_gravity());
+  }
 }
 
 // The self-contact pairs listed for the step (list_self_pairs) that touch: a few per
@@ -573,6 +581,7 @@ void Simulator<D>::ensure_pattern() {
   template std::vector<char> Simulator<D>::soft_springs() const;                             \
   template double Simulator<D>::elements_energy(const Kinematics&) const;                    \
   template double Simulator<D>::self_contact_energy(const Kinematics&) const;                \
+  template SelfContactTerms Simulator<D>::self_contact_terms(const SelfContactPair&, const Kinematics&) const; \
   template void Simulator<D>::ensure_pattern();
 MS_INSTANTIATE(2)
 MS_INSTANTIATE(3)

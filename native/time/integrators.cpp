@@ -724,22 +724,24 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
 }
 
 // Pairs listed anew change the energy the steps are tested with: a pair listed already
-// within its distance (at the first step, after a restart, or with a new stiffness)
-// would add its energy to the step however short, which then failed at the smallest
-// step size (test_pairs_listed_touching_do_not_count_as_energy_the_step_gained). The
-// energy of the state the step starts from, and the ceiling, follow the new pairs
-// (listed where the vertices are at `start`, listed_at).
+// within its distance (at the first step, after a restart) would add its energy to the
+// step however short, which then failed at the smallest step size
+// (test_pairs_listed_touching_do_not_count_as_energy_the_step_gained). The energy of the
+// state the step starts from, and the ceiling, take it in. Only a new pair within its
+// distance where it was listed has any: a pair carried on keeps its energy (its
+// stiffness comes along), and one dropped was not within its distance (it would be
+// listed again).
 template <int D>
 void Simulator<D>::list_pairs(std::vector<SelfContactPair> pairs, const Kinematics& start,
                               const std::vector<Vec3>& listed_at) {
-  const bool test = energy_test_.active;
-  const double before = test ? self_contact_energy(start) : 0.0;
   self_pairs_ = std::move(pairs);
   self_listing_positions_ = listed_at;
-  if (!test) return;
-  const double shift = self_contact_energy(start) - before;
-  energy_test_.before += shift;
-  energy_test_.ceiling += shift;
+  if (!energy_test_.active) return;
+  double added = 0;
+  for (const SelfContactPair& pair : self_pairs_)
+    if (!pair.carried && pair.clearance < 0) added += self_contact_terms(pair, start).energy;
+  energy_test_.before += added;
+  energy_test_.ceiling += added;
 }
 
 template <int D>

@@ -308,6 +308,7 @@ class Simulator {
   // The terms of the listed pairs that touch at kin, with their index in self_pairs_, in
   // its order: evaluated on the workers, those that cannot touch yet skipped (stays_apart).
   std::vector<std::pair<int, SelfContactTerms>> self_contact_terms(const Kinematics& kin) const;
+  SelfContactTerms self_contact_terms(const SelfContactPair& pair, const Kinematics& kin) const;  // one pair
   // The cure a failed step names when it knows a better one than the usual (empty: none).
   std::string step_cure_;
   static constexpr const char* kCrossingCure =
