@@ -545,12 +545,18 @@ template <class Visit, class Quick>
 void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                                  const std::vector<double>* margin, double reach, int chunks, Visit&& visit,
                                  Quick&& quick) const {
+  // The parts' boxes over the step in a frame that moves with the points' mean
+  // displacement: a distance between parts is the same in any frame that translates, and
+  // in this one a structure falling or carried as one sweeps little.
+  Vec3 common = Vec3::Zero();
+  for (int v : points_) common += x1[v] - x0[v];
+  if (!points_.empty()) common /= static_cast<double>(points_.size());
   auto swept = [&](std::initializer_list<int> vs) {
     Box box;
     box.setEmpty();
     double grow = 0;
     for (int v : vs) {
-      box.extend(x0[v]).extend(x1[v]);
+      box.extend(x0[v]).extend(x1[v] - common);
       if (margin) grow = std::max(grow, (*margin)[v]);
     }
     box.min().array() -= grow;
