@@ -422,6 +422,27 @@ def test_a_sheet_falling_onto_another_is_listed_anew_as_they_near():
     assert loose.vertex_positions()[n * n:, 2].min() < -0.5
 
 
+@pytest.mark.parametrize("speed, height", [(3.0, 0.012), (10.0, 0.03)])
+def test_a_sheet_thrown_onto_another_stops_at_the_distance(speed, height):
+    """A sheet thrown down at 3 or 10 m/s from just above a pinned one (12 mm and 3 cm,
+    the distance 1 cm): its pairs are listed while it closes in fast, from its first
+    step on, and it stops where the distance keeps it, never nearer."""
+    n, distance = 9, 0.01
+    mss = ms.build_system([square_sheet(n, 0.0, list(range(n * n)), distance),
+                           square_sheet(n, height, [], distance)])
+    mss.tolerance = 1e-3
+    state = mss.get_state()
+    v = np.asarray(state["v"], float).reshape(-1, 3).copy()
+    v[:, 2] = -speed
+    mss.set_state({**state, "v": v.ravel()})
+    lowest = []
+    for _ in range(12):
+        mss.simulate(1 / 48, 2)
+        lowest.append(mss.vertex_positions()[n * n:, 2].min())
+    assert min(lowest) > 0.9 * distance
+    assert np.abs(mss.vertex_velocities()[n * n:, 2]).max() < 0.1 * speed  # stopped
+
+
 def test_two_ropes_dropped_crosswise_tangle_without_crossing():
     distance = 0.008
     a, a_edges = rope(40, 0.8, (-0.4, 0.0, 0.1), (1, 0, 0))
