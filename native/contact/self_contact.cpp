@@ -734,8 +734,8 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
 }
 
 std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                                const std::vector<SelfContactPair>& listed,
-                                const std::vector<double>& inverse_mass) const {
+                                const std::vector<SelfContactPair>& listed, const std::vector<double>& inverse_mass,
+                                const std::vector<char>* strayed) const {
   std::vector<std::array<int, 5>> known(listed.size());
   for (std::size_t k = 0; k < listed.size(); ++k) known[k] = key(listed[k]);
   std::sort(known.begin(), known.end());
@@ -748,6 +748,8 @@ std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<V
     const bool free = std::any_of(pair.v.begin(), pair.v.end(), [&](int v) { return inverse_mass[v] > 0; });
     if (free && !std::binary_search(known.begin(), known.end(), key(pair))) found[slot].push_back(pair);
   }, [&](const SelfContactPair& pair, Candidate& c) {
+    if (strayed && std::none_of(pair.v.begin(), pair.v.end(), [&](int v) { return (*strayed)[v] != 0; }))
+      return false;
     c.shrink = most_shrink(pair, x0, x1, nullptr);
     return may_come_within(pair, x0, distance_ + c.shrink, c.at);
   });

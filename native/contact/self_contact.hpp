@@ -136,9 +136,15 @@ class SelfContact {
   // pairs with a free vertex (inverse_mass > 0; as pairs() lists them) are listed anew
   // over the straight paths from x0 to x1, and the first one not in `listed` that is
   // within its distance at x0 or at x1, or passes through, is described; empty: none (the
-  // step felt every pair that acts at its ends, and nothing crossed).
+  // step felt every pair that acts at its ends, and nothing crossed). With `strayed`,
+  // only pairs with a vertex marked in it: the others kept to the margins `listed` was
+  // made with, and the most_shrink the list was made with bounds their shrink (through
+  // any vertex, |d_i - d_j| <= |d_i - d_0| + |d_j - d_0|), so they were listed if they could
+  // come near (test_a_step_beyond_its_margins_stands_if_it_missed_no_pair: no two edges
+  // nearer than half the distance, no step refused).
   std::string missed(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                     const std::vector<SelfContactPair>& listed, const std::vector<double>& inverse_mass) const;
+                     const std::vector<SelfContactPair>& listed, const std::vector<double>& inverse_mass,
+                     const std::vector<char>* strayed = nullptr) const;
   // Whether a pair of `listed` (listed where the vertices were at `listed_at`) is within
   // its distance at x0 or at x1.
   bool touching(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1, const std::vector<SelfContactPair>& listed,

@@ -781,6 +781,7 @@ std::string Simulator<D>::self_crossing(const VectorXd& q1, double t1, const Fix
     const double least = least_self_margin();
     const double most = kMarginMost * model_.self_contact.distance();
     std::vector<double> next = margins;
+    std::vector<char> strayed(x1.size(), 0);
     if (self_window_.open() && !model_.self_contact.window_holds(self_window_, x0, x1, nullptr))
       why = "the vertices moved relative to each other beyond what their self-collision pairs were listed for";
     for (int i : model_.self_contact.points()) {
@@ -789,6 +790,7 @@ std::string Simulator<D>::self_crossing(const VectorXd& q1, double t1, const Fix
         why = "vertex " + std::to_string(i) + " ended the step " + fmt(stray) +
               " m from where its self-collision pairs were listed for";
       if (stray > margins[i]) {
+        strayed[i] = 1;
         next[i] = std::min(most, std::max(margins[i], 3 * stray));
       } else {
         next[i] = std::min(most, std::max(least, std::max(3 * stray, kMarginKept * margins[i])));
@@ -803,7 +805,10 @@ std::string Simulator<D>::self_crossing(const VectorXd& q1, double t1, const Fix
       // (test_an_explicit_integrator_halves_a_step_that_crossed).
       if (!is_explicit(integrator)) {
         ++self_contact_relistings;
-        const std::string missed = model_.self_contact.missed(x0, x1, self_pairs_, vertex_inverse_masses());
+        // Listed for margins (no window), the pairs of vertices that all kept to theirs
+        // were listed if they could come near: only pairs with a vertex that strayed.
+        const std::string missed = model_.self_contact.missed(x0, x1, self_pairs_, vertex_inverse_masses(),
+                                                              self_window_.open() ? nullptr : &strayed);
         why = missed.empty() ? "" : why + ", and " + missed;
       }
     } else {
