@@ -229,15 +229,11 @@ bool may_come_within(const SelfContactPair& pair, const std::vector<Vec3>& x0, d
 // +1: the distance's size is the same on either side).
 double clearance_at(const Nearest& at, const SelfContactPair& pair) { return std::abs(at.distance) - pair.distance; }
 
-// Each vertex's displacement from `at` to x0 and to x1 (stays_apart).
-void moved_since(const std::vector<Vec3>& at, const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
-                 std::vector<Vec3>& moved0, std::vector<Vec3>& moved1) {
-  moved0.resize(at.size());
-  moved1.resize(at.size());
-  for (std::size_t v = 0; v < at.size(); ++v) {
-    moved0[v] = x0[v] - at[v];
-    moved1[v] = x1[v] - at[v];
-  }
+// Each vertex's displacement from `at` to x (stays_apart).
+std::vector<Vec3> moved_since(const std::vector<Vec3>& at, const std::vector<Vec3>& x) {
+  std::vector<Vec3> moved(at.size());
+  for (std::size_t v = 0; v < at.size(); ++v) moved[v] = x[v] - at[v];
+  return moved;
 }
 
 std::string describe(const SelfContactPair& p) {
@@ -288,6 +284,15 @@ bool stays_apart(const SelfContactPair& p, const std::vector<Vec3>& moved) {
     part = std::max(part, m);
   }
   return first + second < p.clearance;
+}
+
+Displacements::Displacements(std::vector<Vec3> moved_, const std::vector<int>& points)
+    : moved(std::move(moved_)), spread(moved.size(), std::numeric_limits<double>::quiet_NaN()) {
+  if (moved.empty()) return;  // nothing listed where: never apart (apart() is not asked)
+  Vec3 mean = Vec3::Zero();
+  for (int v : points) mean += moved[v];
+  mean /= static_cast<double>(std::max<std::size_t>(points.size(), 1));
+  for (int v : points) spread[v] = (moved[v] - mean).norm();
 }
 
 void SelfContact::set(const std::vector<Vec3>& built, const std::vector<std::array<int, 3>>& triangles,
@@ -701,8 +706,9 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
                                   const std::vector<SelfContactPair>& listed,
                                   const std::vector<Vec3>* listed_at) const {
   if (listed_at && listed_at->size() != x0.size()) listed_at = nullptr;
-  std::vector<Vec3> moved0, moved1;
-  if (listed_at) moved_since(*listed_at, x0, x1, moved0, moved1);
+  const std::vector<Vec3> none;
+  const Displacements moved0(listed_at ? moved_since(*listed_at, x0) : none, points_),
+      moved1(listed_at ? moved_since(*listed_at, x1) : none, points_);
   // In chunks on the workers; the first crossing pair in the list's order is named, on
   // any number of workers.
   const long n = static_cast<long>(listed.size());
@@ -713,7 +719,7 @@ std::string SelfContact::crossing(const std::vector<Vec3>& x0, const std::vector
     for (long k = chunk_begin(n, chunks, c); k < last; ++k) {
       const SelfContactPair& pair = listed[k];
       if (pair.kind == SelfContactPair::kPointEdge) continue;  // a point passes a line nowhere
-      if (listed_at && stays_apart(pair, moved0) && stays_apart(pair, moved1)) continue;
+      if (listed_at && moved0.apart(pair) && moved1.apart(pair)) continue;
       const double touch = 1e-3 * pair.distance;
       const std::array<Vec3, 4> a = corners(x0, pair.v), b = corners(x1, pair.v);
       // The distance can shrink by at most twice the farthest move: a pair farther apart
@@ -769,10 +775,11 @@ std::string SelfContact::missed(const std::vector<Vec3>& x0, const std::vector<V
 bool SelfContact::touching(const std::vector<Vec3>& x0, const std::vector<Vec3>& x1,
                            const std::vector<SelfContactPair>& listed, const std::vector<Vec3>& listed_at) const {
   const bool since = listed_at.size() == x0.size();
-  std::vector<Vec3> moved0, moved1;
-  if (since) moved_since(listed_at, x0, x1, moved0, moved1);
+  const std::vector<Vec3> none;
+  const Displacements moved0(since ? moved_since(listed_at, x0) : none, points_),
+      moved1(since ? moved_since(listed_at, x1) : none, points_);
   for (const SelfContactPair& pair : listed) {
-    if (since && stays_apart(pair, moved0) && stays_apart(pair, moved1)) continue;
+    if (since && moved0.apart(pair) && moved1.apart(pair)) continue;
     for (const std::vector<Vec3>* x : {&x0, &x1}) {
       const Nearest at = nearest(pair, corners(*x, pair.v));
       if (at.ok && std::abs(at.distance) < pair.distance) return true;

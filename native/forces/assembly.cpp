@@ -253,24 +253,10 @@ std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(c
     if (n == 0) return out;
     // Each vertex's move since the pairs were listed (stays_apart).
     std::vector<Vec3> moved(num_vertices(), Vec3::Constant(std::numeric_limits<double>::quiet_NaN()));
-    // And each one's distance from the points' mean move: |moved_i - moved_j| <= r_i + r_j,
-    // a bound that spares most pairs stays_apart's three norms.
-    std::vector<double> r;
-    if (self_listing_positions_.size() == moved.size()) {
-      const std::vector<int>& points = model_.self_contact.points();
-      Vec3 mean = Vec3::Zero();
-      for (int v : points) mean += moved[v] = kin.pos(vertex(v)) - self_listing_positions_[v];
-      mean /= static_cast<double>(std::max<std::size_t>(points.size(), 1));
-      r.assign(moved.size(), 0.0);
-      for (int v : points) r[v] = (moved[v] - mean).norm();
-    }
-    auto surely_apart = [&](const SelfContactPair& p) {
-      if (r.empty()) return false;
-      const int split = p.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
-      double first = 0, second = 0;
-      for (int j = 0; j < 4; ++j) (j < split ? first : second) = std::max(j < split ? first : second, r[p.v[j]]);
-      return first + second + 2 * r[p.v[0]] < p.clearance;  // stays_apart's bound, through the mean
-    };
+    const bool since = self_listing_positions_.size() == moved.size();
+    if (since)
+      for (int v : model_.self_contact.points()) moved[v] = kin.pos(vertex(v)) - self_listing_positions_[v];
+    const Displacements displaced(std::move(moved), model_.self_contact.points());
     // Each chunk's touching pairs in a list of its own, joined in chunk order: the same
     // on any number of workers.
     const int chunks = chunk_count(n, kSelfPairGrain);
@@ -279,7 +265,7 @@ std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(c
       const long last = chunk_begin(n, chunks, c + 1);
       for (long k = chunk_begin(n, chunks, c); k < last; ++k) {
         const SelfContactPair& pair = self_pairs_[k];
-        if (surely_apart(pair) || stays_apart(pair, moved)) continue;
+        if (since && displaced.apart(pair)) continue;
         SelfContactTerms t = self_contact_terms(pair, kin);
         if (t.touching) found[c].emplace_back(static_cast<int>(k), t);
       }
