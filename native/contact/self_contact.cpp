@@ -650,7 +650,8 @@ std::vector<SelfContactPair> SelfContact::pairs(const std::vector<Vec3>& x0, con
   if (!enabled()) return out;
   std::vector<std::pair<std::array<int, 5>, double>> kept;  // previous pairs' stiffness, by key
   for (const SelfContactPair& p : previous) kept.push_back({key(p), p.stiffness});
-  std::sort(kept.begin(), kept.end());
+  // (a list comes out in key order unless its edges mix triangles' sides and wires)
+  if (!std::is_sorted(kept.begin(), kept.end())) std::sort(kept.begin(), kept.end());
   auto quick = [&](const SelfContactPair& pair, Candidate& c) {
     c.shrink = most_shrink(pair, x0, x1, &margin);
     return may_come_within(pair, x0, distance_ + c.shrink, c.at);
