@@ -556,6 +556,7 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
   Vec3 common = Vec3::Zero();
   for (int v : points_) common += x1[v] - x0[v];
   if (!points_.empty()) common /= static_cast<double>(points_.size());
+  if (!common.allFinite()) common.setZero();  // (a point not finite: the plain sweep)
   auto swept = [&](std::initializer_list<int> vs) {
     Box box;
     box.setEmpty();

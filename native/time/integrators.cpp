@@ -688,13 +688,14 @@ void Simulator<D>::list_self_pairs(double h, const FixPath<D>& path) {
     // A mass predicted deep into a collider is stopped by its penalty: predicted where the
     // penalty is fully stiff instead, or a sheet landing strayed from its prediction at
     // every step and had its pairs listed twice (docs/performance.md, "Self-collision").
-    // Not a mass predicted to move less than kSelfStill of the skin: it ends the step
-    // where it starts, as far as the pairs care (resting on a collider, it costs a query
-    // per vertex and step).
+    // Not a mass predicted to move less than kSelfStill of the skin, among colliders that
+    // stand still: it ends the step where it starts, as far as the pairs care (resting on
+    // a collider, it cost a query per vertex and step).
     const double skin = self_skin();
+    const double still = model_.colliders.moving() ? 0.0 : kSelfStill * skin;
     if (!model_.colliders.empty())
       for (int i : model_.self_contact.points()) {
-        if (!(inverse_mass[i] > 0) || (x1[i] - x0[i]).norm() < kSelfStill * skin) continue;
+        if (!(inverse_mass[i] > 0) || (x1[i] - x0[i]).norm() < still) continue;
         const ContactPoint c = model_.colliders.nearest(x1[i], s.time + h, v0[i]);
         const double stiff = c.thickness - (c.ramp > 0 ? c.ramp : contact_ramp(c.thickness));
         if (c.touching && c.distance < stiff) x1[i] += (stiff - c.distance) * c.normal;
@@ -742,6 +743,7 @@ void Simulator<D>::list_pairs(std::vector<SelfContactPair> pairs, const Kinemati
     if (!pair.carried && pair.clearance < 0) added += self_contact_terms(pair, start).energy;
   energy_test_.before += added;
   energy_test_.ceiling += added;
+  energy_ceiling_ = energy_test_.ceiling;  // (kept if the step then throws)
 }
 
 template <int D>
@@ -860,7 +862,7 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
   }
   // The energy of the state the next step starts from (only while it is checked): an
   // accepted step's is the one it was checked with. Self-contact pairs listed anew move
-  // it and the ceiling along (rebase_energy_test), also in a step that is then rejected:
+  // it and the ceiling along (list_pairs), also in a step that is then rejected:
   // its pairs stay listed for the retry.
   energy_test_ = {check_energy, check_energy ? energy_now : 0.0, energy_scale, energy_ceiling_};
   struct EnergyTestOff {  // however the call ends: other steps have no energy test
@@ -888,7 +890,6 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
                                                                  : early_stop_energy_;
     const bool kept = !solved || !check_energy ||
                       energy_kept(energy_test_.before, energy_after, energy_scale, tolerance, energy_test_.ceiling);
-    energy_ceiling_ = energy_test_.ceiling;
     if (solved && err <= 1.0 && kept && state_.q.allFinite()) {
       require_bounded_positions();
       ++total_steps;

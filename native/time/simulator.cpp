@@ -50,6 +50,9 @@ void Simulator<D>::changed(unsigned what) {
   if (any(kRods | kPositions | kRestore)) rods_unchecked_ = true;
   // The self-contact pairs listed for the last step, and the stiffness they carry on.
   if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore | kSelfContact)) {
+    // Their energy leaves the energy the steps are tested with: a ceiling that held it
+    // would take it in again when they are listed anew (Simulator::list_pairs).
+    if (!self_pairs_.empty()) energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();
     self_pairs_.clear();
     self_touching_ = false;
     self_margins_.clear();
