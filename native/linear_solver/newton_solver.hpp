@@ -42,11 +42,19 @@ class NewtonLinearSolver {
     regroup_next_ = true;
     multigrid_.restart();
   }
+  // A restart point (System::checkpoint, set_state): the factor forgotten, and the
+  // multigrid chosen again if a singular block made it fall back to LDL^T since, so that a
+  // run restored from a checkpoint solves as the run that went on from it
+  // (test_a_checkpoint_restored_after_the_multigrid_fell_back_gives_the_same_bits).
+  void restart() {
+    multigrid_dim_ = chosen_multigrid_dim_;
+    invalidate_factor();
+  }
   // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
   // systems without constraints; `dim` unknowns per mass), built without the pairs marked
   // in `left_out` (SmoothedAggregation::leave_out). Falls back to LDL^T if it fails.
   void use_multigrid(int dim, std::vector<char> left_out = {}) {
-    multigrid_dim_ = dim;
+    multigrid_dim_ = chosen_multigrid_dim_ = dim;
     multigrid_.leave_out(std::move(left_out));
     have_factor_ = false;
     regroup_next_ = true;
@@ -117,7 +125,7 @@ class NewtonLinearSolver {
   Eigen::SparseLU<SpMat, Eigen::COLAMDOrdering<int>> lu_;
   SmoothedAggregation multigrid_;
   bool parallel_ = false;
-  int multigrid_dim_ = 0;
+  int multigrid_dim_ = 0, chosen_multigrid_dim_ = 0;
   bool ldlt_analyzed_ = false, lu_analyzed_ = false, have_factor_ = false;
 };
 

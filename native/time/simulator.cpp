@@ -61,8 +61,8 @@ void Simulator<D>::changed(unsigned what) {
   }
   // The linear solvers' reused factors and error control's carried step size.
   if (any(kRestart | kRestore)) {
-    lin_.invalidate_factor();
-    consistency_lin_.invalidate_factor();
+    lin_.restart();
+    consistency_lin_.restart();
     step_proposal_ = 0.0;
   }
 }
