@@ -352,6 +352,13 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
       std::snprintf(text, sizeof text, "%.3g m", x);
       return std::string(text);
     };
+    // Parts that touch as built (duplicate vertices, objects placed inside each other): no
+    // distance helps (test_parts_that_touch_as_built_are_named_as_such).
+    if (closest < 1e-6 * keeps)
+      throw InputError("self-collision: " + where + " share no vertex but touch as built (" + metres(closest) +
+                       " apart): duplicate vertices, or parts placed inside each other. Merge the vertices "
+                       "(Merge by Distance) or move the parts apart by more than the self-collision distance " +
+                       metres(keeps));
     if (closest < keeps)
       throw InputError("the self-collision distance " + metres(keeps) + " is more than the mesh can hold: " + where +
                        " share no vertex but are " + metres(closest) +

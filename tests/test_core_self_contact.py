@@ -711,6 +711,23 @@ def test_structures_built_together_collide_each_keeping_its_distance():
         ms.build_system([net, dataclasses.replace(line, positions=line_x - [0, 0, 0.045])])
 
 
+def test_parts_that_touch_as_built_are_named_as_such():
+    """Two ropes built crossing through each other, or a duplicate vertex: no distance can
+    hold them, and the message says what to do (it advised a distance below 0 m)."""
+    a, a_edges = rope(10, 0.2, (-0.1, 0, 0), (1, 0, 0))
+    b, b_edges = rope(10, 0.2, (0, -0.1, 0), (0, 1, 0))
+    st = ms.Structure(positions=np.vstack([a, b]), edges=np.vstack([a_edges, b_edges + len(a)]),
+                      total_mass=0.1, stiffness=2000.0, self_collision_distance=0.004)
+    with pytest.raises(ValueError, match=r"edge .* and edge .* share no vertex but touch as built .* Merge the "
+                                         r"vertices \(Merge by Distance\) or move the parts apart"):
+        ms.build_system(st)
+    x, edges = rope(10, 0.2, (0, 0, 0), (1, 0, 0))
+    doubled = np.vstack([x, x[-1:]])  # the last vertex twice, the copy on a segment of its own
+    with pytest.raises(ValueError, match="touch as built"):
+        ms.build_system(ms.Structure(positions=doubled, edges=np.vstack([edges, [[5, 11]]]), total_mass=0.1,
+                                     stiffness=2000.0, self_collision_distance=0.004))
+
+
 def test_only_colliding_vertices_must_keep_to_the_margin():
     """A rope whipping down from level (no self-collision) simulated with a short wire
     falling freely far away (self-collision at 1 mm): the rope's vertices end its steps
