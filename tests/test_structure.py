@@ -143,6 +143,8 @@ def test_velocities_and_total_mass():
     (dict(pinned=[True]), r"pinned: expected 2 flags"),
     (dict(rigid=[True, False]), r"rigid: expected 1 flags"),
     (dict(stiffness_scale=[1.0, 2.0]), r"stiffness_scale: expected 1 values"),
+    (dict(faces=[[0, 1, 7]]), r"face 0: vertex index \[0, 1, 7\] out of range \(there are 2 vertices\)"),
+    (dict(faces=[[0, 1, 1], [0, 1, -1, 1]]), r"face 1: vertex index \[0, 1, -1, 1\] out of range"),
 ])
 def test_bad_structures_raise_value_errors(kwargs, message):
     args = dict(positions=[[0, 0, 0], [1, 0, 0]], edges=[[0, 1]])

@@ -113,6 +113,7 @@ class Structure:
         _check_pairs(self.bending_pairs, n, "bending pair")
         _check_indices(self.hinges, n, "hinge")
         _check_indices(self.wire_joints, n, "wire joint")
+        _check_faces(self.faces, n)
         if self.masses is not None:
             self.masses = np.asarray(self.masses, dtype=np.float64)
             if self.masses.shape != (n,):
@@ -208,6 +209,21 @@ def _check_indices(rows: np.ndarray, n: int, name: str) -> None:
     repeated = np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1))
     if repeated.size:
         raise ValueError(f"{name} {int(repeated[0])}: a vertex appears twice in {rows[repeated[0]].tolist()}")
+
+
+def _check_faces(faces, n: int) -> None:
+    """ValueError naming the first face with a vertex index outside 0..n-1 (by the user's
+    face, not by the triangles self-collision cuts it into)."""
+    lengths = np.array([len(f) for f in faces], dtype=np.int64)
+    if not lengths.sum():
+        return
+    flat = np.concatenate([np.asarray(f, dtype=np.int64).reshape(-1) for f in faces]) \
+        if not isinstance(faces, np.ndarray) else faces.astype(np.int64).reshape(-1)
+    bad = np.flatnonzero((flat < 0) | (flat >= n))
+    if bad.size:
+        face = int(np.searchsorted(np.cumsum(lengths), bad[0], side="right"))
+        corners = np.asarray(faces[face], dtype=np.int64).tolist()
+        raise ValueError(f"face {face}: vertex index {corners} out of range (there are {n} vertices)")
 
 
 def between_pins(pairs: np.ndarray, pinned: np.ndarray) -> np.ndarray:
