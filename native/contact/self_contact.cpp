@@ -39,6 +39,14 @@ double farthest_apart(const Box& a, const Box& b) {
   return (a.max() - b.min()).cwiseAbs().cwiseMax((b.max() - a.min()).cwiseAbs()).norm();
 }
 
+// The mean of f(v) over the points v (zero if there are none).
+template <class F>
+Vec3 mean_over(const std::vector<int>& points, F&& f) {
+  Vec3 mean = Vec3::Zero();
+  for (int v : points) mean += f(v);
+  return points.empty() ? mean : Vec3(mean / static_cast<double>(points.size()));
+}
+
 // Where a pair's two parts are nearest at positions x: the weights w (sum_j w_j x_j is
 // the vector between the nearest points), the unit normal n along it (from the second
 // part to the first) and the distance. A vertex-triangle pair measures the distance of a
@@ -289,9 +297,7 @@ bool stays_apart(const SelfContactPair& p, const std::vector<Vec3>& moved) {
 Displacements::Displacements(std::vector<Vec3> moved_, const std::vector<int>& points)
     : moved(std::move(moved_)), spread(moved.size(), std::numeric_limits<double>::quiet_NaN()) {
   if (moved.empty()) return;  // nothing listed where: never apart (apart() is not asked)
-  Vec3 mean = Vec3::Zero();
-  for (int v : points) mean += moved[v];
-  mean /= static_cast<double>(std::max<std::size_t>(points.size(), 1));
+  const Vec3 mean = mean_over(points, [&](int v) { return moved[v]; });
   for (int v : points) spread[v] = (moved[v] - mean).norm();
 }
 
@@ -471,7 +477,7 @@ SelfWindow SelfContact::open_window(const std::vector<Vec3>& x0, const std::vect
                                     const std::vector<double>& margin, double skin) const {
   SelfWindow w;
   const bool as_one = moved_as_one(x0, x0, x1, &margin, skin);
-  const PatchMoves moves = patch_moves(x0, x0, x1, &margin);
+  const PatchMoves moves = as_one ? PatchMoves() : patch_moves(x0, x0, x1, &margin);
   if (!as_one && !patches_hold(moves, nullptr, skin)) return w;  // (the gaps not computed)
   const int k = num_patches();
   std::vector<Box> boxes(k);
@@ -553,9 +559,7 @@ void SelfContact::each_near_pair(const std::vector<Vec3>& x0, const std::vector<
   // The parts' boxes over the step in a frame that moves with the points' mean
   // displacement: a distance between parts is the same in any frame that translates, and
   // in this one a structure falling or carried as one sweeps little.
-  Vec3 common = Vec3::Zero();
-  for (int v : points_) common += x1[v] - x0[v];
-  if (!points_.empty()) common /= static_cast<double>(points_.size());
+  Vec3 common = mean_over(points_, [&](int v) { return Vec3(x1[v] - x0[v]); });
   if (!common.allFinite()) common.setZero();  // (a point not finite: the plain sweep)
   auto swept = [&](std::initializer_list<int> vs) {
     Box box;
