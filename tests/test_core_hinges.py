@@ -362,6 +362,26 @@ def test_bad_hinges_in_a_structure_are_named():
         ms.Structure(positions=pos, edges=[[0, 1]], hinges=[[0, 1, 2, 3]], hinge_weights=[1.0, 1.0])
 
 
+def test_the_angle_from_rest_matches_atan2():
+    """The law turns the angle back by its rest angle and takes atan2 of that by a series
+    where it lies within 11 degrees (hinge_bending.hpp, atan2_near_zero): to round-off on
+    either side of that bound, for angles near and far from rest."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        x = random_hinge(rng)
+        theta = laws.dihedral_angle(x)[1]
+        # rest angles putting theta - rest at about 1e-12 ... 3 radians, both signs
+        d = rng.choice([-1, 1]) * 10.0 ** rng.uniform(-12, 0.5)
+        rest = (theta - d + np.pi) % (2 * np.pi) - np.pi
+        want = (theta - rest + np.pi) % (2 * np.pi) - np.pi
+        energy = hinge_terms(2.0, rest, x)[0]
+        assert np.sqrt(energy) == pytest.approx(abs(want), rel=1e-14, abs=4e-16)
+    for z in (0.199, 0.2, 0.201):  # at the series' bound, rest 0: atan2 itself
+        x = folded(np.arctan(z))
+        theta = laws.dihedral_angle(x)[1]
+        assert np.sqrt(hinge_terms(2.0, 0.0, x)[0]) == pytest.approx(abs(theta), rel=2e-16)
+
+
 def test_a_hinge_folding_through_pi_has_no_jump():
     """Folded flat onto itself the dihedral angle jumps from pi to -pi; the law measures the
     difference to its rest angle within (-pi, pi], so energy and force do not jump."""

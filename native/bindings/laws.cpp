@@ -204,7 +204,7 @@ void bind_laws(py::module_& m) {
         DihedralAngle a = dihedral_angle(p[0], p[1], p[2], p[3], derivatives);
         if (derivatives < 2) a.hess.setZero();
         const VectorXd hess = Eigen::Map<const VectorXd>(a.hess.data(), 144);  // symmetric: any order
-        return py::make_tuple(a.ok, a.theta, as_array(a.grad, 12, 0), as_array(hess, 12, 12));
+        return py::make_tuple(a.ok, a.theta(), as_array(a.grad, 12, 0), as_array(hess, 12, 12));
       },
       py::arg("x"), py::arg("derivatives") = 2,
       "(ok, theta, d theta / dx, its Hessian) of the hinge x (4 rows, 3 columns); derivatives "

@@ -335,7 +335,7 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
               const auto& c = r.set().ends[r.i];
               const System<D>& s = *r.sys;
               return dihedral_angle(s.connector_pos(c[0]), s.connector_pos(c[1]), s.connector_pos(c[2]),
-                                    s.connector_pos(c[3])).theta;
+                                    s.connector_pos(c[3])).theta();
             }
             return 0.0;
           },

@@ -1,4 +1,4 @@
-// The dihedral angle's derivatives for HingeBending (forces/hinge_bending.hpp).
+// The dihedral angle's Hessian for HingeBending (forces/hinge_bending.hpp).
 #include "forces/hinge_bending.hpp"
 
 namespace ms {
@@ -25,33 +25,10 @@ Mat9 symmetric_blocks(const Mat<3>& aa, const Mat<3>& ae, const Mat<3>& ab, cons
 
 }  // namespace
 
-DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
-                             int derivatives) {
-  DihedralAngle out;
-  const Vec<3> a = x2 - x0, e = x1 - x0, b = x3 - x0;
+void set_dihedral_hessian(const Vec<3>& a, const Vec<3>& e, const Vec<3>& b, DihedralAngle& out) {
   const double ee = e.squaredNorm(), le = std::sqrt(ee);
-  const Vec<3> n1 = a.cross(e), n2 = e.cross(b);
-  // A triangle of zero area (relative to its edges) or an edge of zero length has no
-  // normal: no bending there (and no NaN).
-  const double nn1 = n1.squaredNorm(), nn2 = n2.squaredNorm();
-  if (!(le > 0) || !(nn1 > 1e-24 * a.squaredNorm() * ee) || !(nn2 > 1e-24 * b.squaredNorm() * ee)) {
-    out.hess.setZero();
-    return out;
-  }
-  const double X = n1.dot(n2), T = -n1.dot(b), Y = le * T;  // T = (e x a) . b
-  const double R = X * X + Y * Y;  // (|n1| |n2|)^2
-  out.ok = true;
-  out.theta = std::atan2(Y, X);
-  if (derivatives == 0) return out;
-  // The gradient in closed form (Bridson et al. 2003), the polynomials' below at a
-  // fraction of the cost (test_the_angle_and_the_law_match_finite_differences): a wing
-  // vertex turns its triangle about the edge, by |e| / |n|^2 per unit along its normal;
-  // the edge's ends take the opposite, split as the wing's foot divides the edge.
   const double ae = a.dot(e), eb = e.dot(b), ab = a.dot(b);
-  const Vec<3> g2 = -(le / nn1) * n1, g3 = -(le / nn2) * n2;
-  const double t2 = ae / ee, t3 = eb / ee;
-  out.grad << -(1.0 - t2) * g2 - (1.0 - t3) * g3, -t2 * g2 - t3 * g3, g2, g3;
-  if (derivatives == 1) return out;
+  const double X = out.X, Y = out.Y, T = -a.cross(e).dot(b), R = X * X + Y * Y;
 
   const Mat<3> I = Mat<3>::Identity(), Z = Mat<3>::Zero();
 
@@ -91,7 +68,6 @@ DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x
     h00 += column;
   }
   out.hess.block<3, 3>(0, 0) = h00;
-  return out;
 }
 
 }  // namespace ms

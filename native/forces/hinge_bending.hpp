@@ -32,8 +32,18 @@ struct HingeBending {
   // of a hinge's evaluation (docs/performance.md, "Angular bending").
   static constexpr bool kProjectInNewton = true;
   static constexpr bool kOuterProjected = true;  // k grad(theta) grad(theta)^T
+  HingeBending() = default;
+  HingeBending(double stiffness, double rest_angle) : stiffness(stiffness) { set_rest_angle(rest_angle); }
   double stiffness = 0.0;   // k, N m per radian
-  double rest_angle = 0.0;  // theta_rest, radians in [-pi, pi]
+  // theta_rest, radians in [-pi, pi] (NaN: not given). Read only: set_rest_angle keeps its
+  // cosine and sine with it, which turn the angle to its difference from rest.
+  double rest_angle = 0.0;
+  double rest_cos = 1.0, rest_sin = 0.0;
+  void set_rest_angle(double angle) {
+    rest_angle = angle;
+    rest_cos = std::cos(angle);
+    rest_sin = std::sin(angle);
+  }
 
   template <class Item>
   void validate(const Item& item) const {
@@ -58,24 +68,82 @@ struct HingeBending {
                            Need need = Need::kJacobian) const;
 };
 
-// The dihedral angle of the hinge (x0, x1; x2, x3) and its first `derivatives` (0, 1 or
-// 2) derivatives in the 12 coordinates (x0, x1, x2, x3): gradient and Hessian (the
-// gradient is zero without derivatives; the Hessian is set with 2 only). `ok` is false
-// where it has no direction (a triangle of zero area or an edge of zero length): then
-// all are zero.
+// atan2(y, x), to round-off, and faster than std::atan2 where |y| <= x / 5 (an angle
+// within 11 degrees, as a hinge's from its rest angle mostly is): there the series
+// atan z = z (1 - w / 3 + w^2 / 5 - ...), z = y / x and w = z^2, leaves out less than
+// 1e-17 of z after its w^10 term (test_the_angle_from_rest_matches_atan2). Its polynomial
+// in w is summed in pairs of terms (Estrin's scheme): a chain of a few products, where
+// Horner's is ten (as slow as std::atan2).
+inline double atan2_near_zero(double y, double x) {
+  if (!(x > 0 && std::abs(y) <= 0.2 * x)) return std::atan2(y, x);
+  const double z = y / x, w = z * z, w2 = w * w, w4 = w2 * w2, w8 = w4 * w4;
+  auto pair = [w](int k) {  // the series' terms of w^k and w^(k+1) over z, k even
+    return 1.0 / (2 * k + 1) - w * (1.0 / (2 * k + 3));
+  };
+  const double low = pair(0) + w2 * pair(2), high = pair(4) + w2 * pair(6);
+  const double top = pair(8) + w2 * (1.0 / 21);
+  return z * ((low + w4 * high) + w8 * top);
+}
+
+// The dihedral angle of the hinge (x0, x1; x2, x3), as X = |n1||n2| cos theta and
+// Y = |n1||n2| sin theta, and its first `derivatives` (0, 1 or 2) derivatives in the 12
+// coordinates (x0, x1, x2, x3): gradient and Hessian (the gradient is zero without
+// derivatives; the Hessian is set with 2 only). `ok` is false where it has no direction
+// (a triangle of zero area or an edge of zero length): then all are zero.
 struct DihedralAngle {
   bool ok = false;
-  double theta = 0.0;
-  Eigen::Matrix<double, 12, 1> grad = Eigen::Matrix<double, 12, 1>::Zero();
+  double X = 1.0, Y = 0.0;
+  Eigen::Matrix<double, 12, 1> grad;
   Eigen::Matrix<double, 12, 12> hess;  // set with derivatives = 2 only (zero if not ok)
+  double theta() const { return std::atan2(Y, X); }
+  // theta - theta_rest within [-pi, pi], from theta_rest's cosine and sine: the angle
+  // turned back by theta_rest, without a jump where the hinge folds through pi
+  // (test_a_hinge_folding_through_pi_has_no_jump).
+  double from_rest(double rest_cos, double rest_sin) const {
+    return atan2_near_zero(Y * rest_cos - X * rest_sin, X * rest_cos + Y * rest_sin);
+  }
 };
-DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
-                             int derivatives = 2);
+// Sets angle.hess from the hinge's edge vectors a = x2 - x0, e = x1 - x0, b = x3 - x0
+// (hinge_bending.cpp): it costs several times the rest of dihedral_angle.
+void set_dihedral_hessian(const Vec<3>& a, const Vec<3>& e, const Vec<3>& b, DihedralAngle& angle);
+
+// Inline: a hinge's forces cost little more than the call and the copies around it.
+inline DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Vec<3>& x2, const Vec<3>& x3,
+                                    int derivatives = 2) {
+  DihedralAngle out;
+  const Vec<3> a = x2 - x0, e = x1 - x0, b = x3 - x0;
+  const double ee = e.squaredNorm(), le = std::sqrt(ee);
+  const Vec<3> n1 = a.cross(e), n2 = e.cross(b);
+  // A triangle of zero area (relative to its edges) or an edge of zero length has no
+  // normal: no bending there (and no NaN).
+  const double nn1 = n1.squaredNorm(), nn2 = n2.squaredNorm();
+  if (!(le > 0) || !(nn1 > 1e-24 * a.squaredNorm() * ee) || !(nn2 > 1e-24 * b.squaredNorm() * ee)) {
+    out.grad.setZero();
+    out.hess.setZero();
+    return out;
+  }
+  out.ok = true;
+  out.X = n1.dot(n2);
+  out.Y = -le * n1.dot(b);  // |e| (e x a) . b
+  if (derivatives == 0) {
+    out.grad.setZero();
+    return out;
+  }
+  // The gradient in closed form (Bridson et al. 2003), at a fraction of the cost of the
+  // polynomials' in set_dihedral_hessian (test_the_angle_and_the_law_match_finite_differences):
+  // a wing vertex turns its triangle about the edge, by |e| / |n|^2 per unit along its
+  // normal; the edge's ends take the opposite, split as the wing's foot divides the edge.
+  const Vec<3> g2 = -(le / nn1) * n1, g3 = -(le / nn2) * n2;
+  const double t2 = a.dot(e) / ee, t3 = e.dot(b) / ee;
+  out.grad << -(1.0 - t2) * g2 - (1.0 - t3) * g3, -t2 * g2 - t3 * g3, g2, g3;
+  if (derivatives == 2) set_dihedral_hessian(a, e, b, out);
+  return out;
+}
 
 template <int D>
 const char* HingeBending::take_rest_shape(const std::array<Vec<D>, 4>& x) {
   if constexpr (D == 3)
-    if (std::isnan(rest_angle)) rest_angle = dihedral_angle(x[0], x[1], x[2], x[3], 0).theta;
+    if (std::isnan(rest_angle)) set_rest_angle(dihedral_angle(x[0], x[1], x[2], x[3], 0).theta());
   return nullptr;
 }
 
@@ -88,12 +156,7 @@ StencilTerms<4, D> HingeBending::terms(const std::array<Vec<D>, 4>& x, const std
     const int derivatives = need == Need::kEnergy ? 0 : need == Need::kJacobian ? 2 : 1;
     const DihedralAngle angle = dihedral_angle(x[0], x[1], x[2], x[3], derivatives);
     if (!angle.ok) return out;
-    // The angle's difference from its rest angle, within (-pi, pi]: atan2 jumps by 2 pi
-    // where the hinge folds flat onto itself (test_a_hinge_folding_through_pi_has_no_jump).
-    constexpr double kPi = 3.14159265358979323846;
-    double d = angle.theta - rest_angle;  // within [-2 pi, 2 pi]: both are angles
-    if (d > kPi) d -= 2.0 * kPi;
-    if (d < -kPi) d += 2.0 * kPi;
+    const double d = angle.from_rest(rest_cos, rest_sin);
     out.energy = 0.5 * stiffness * d * d;
     if (need == Need::kEnergy) return out;
     out.f = -stiffness * d * angle.grad;

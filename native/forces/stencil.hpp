@@ -36,10 +36,10 @@ struct StencilTerms {
   // For a law evaluated for `need`: the matrices are zeroed only if `need` asks for them
   // and they are not an outer product (outer_projected: the law's kOuterProjected), so
   // that a residual does not clear 2 (kD)^2 numbers it never reads (a hinge's forces
-  // cost about as much as clearing its two 12 x 12 matrices).
+  // cost about as much as clearing its two 12 x 12 matrices), nor a u it has no use for.
   StencilTerms(Need need, bool outer_projected) {
     f.setZero();
-    u.setZero();
+    if (need == Need::kProjected && outer_projected) u.setZero();  // read only with `outer`
     if (need == Need::kJacobian || (need == Need::kProjected && !outer_projected)) {
       dfdx.setZero();
       dfdv.setZero();
