@@ -386,13 +386,10 @@ double Colliders::largest_speed() const {
 // ---------------------------------------------------------------- the force law
 
 ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
-                           double g_ref, bool lagged) {
+                           double g_ref, bool lagged, bool derivatives) {
   ContactForce out;
   if (!c.touching) return out;
   const Vec3& n = c.normal;
-  const Mat3 nn = n * n.transpose();
-  const Mat3 dn = c.curvature / c.distance;  // d n / d p
-  const double sink = kContactSinkShare * c.thickness;
   const double pen = c.thickness - c.distance;  // > 0; d pen / d p = -n^T
   // Elastic: T(pen) n, with T = k pen^2 / (2 sink) up to pen = sink, then k (pen - sink / 2).
   // The stiffness grows from 0 instead of jumping to k at the surface: at a jump, Newton
@@ -404,7 +401,6 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
   const double T = ramp ? 0.5 * k * pen * pen / sink_e : k * (pen - 0.5 * sink_e);
   const double dT = ramp ? k * pen / sink_e : k;
   out.f = T * n;
-  out.A = dT * nn - T * dn;
   out.energy = ramp ? k * pen * pen * pen / (6 * sink_e)
                     : k * sink_e * sink_e / 6 + 0.5 * k * (pen - 0.5 * sink_e) * (pen - 0.5 * sink_e) -
                           k * sink_e * sink_e / 8;
@@ -417,36 +413,50 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
   const double damp_depth = kContactDampingShare * c.thickness;
   const double u = pen / damp_depth;
   const double damp = c_full * std::min(u, 1.0);
-  const double ddamp = u < 1 ? c_full / damp_depth : 0.0;  // d c / d pen
-  // d vr / d p is 0; d vn / d p = vr^T dn; d vt / d p = -(vn dn + n vr^T dn).
-  const Mat3 dvt_dp = -(vn * dn + n * (vr.transpose() * dn));
-  if (T - damp * vn >= 0) {
+  // The damper would pull a leaving mass back: a contact only pushes, so it lets go
+  // (no normal force; test_mass_in_the_plane_of_a_collider_goes_to_one_side).
+  const bool pushes = T - damp * vn >= 0;
+  if (pushes)
     out.f -= damp * vn * n;
+  else
+    out.f.setZero();
+  // Friction: -mu T s(vt), s(vt) = vt / sqrt(|vt|^2 + eps^2).
+  Vec3 vt, s;
+  double r = 0;
+  if (c.friction > 0) {
+    vt = (Mat3::Identity() - n * n.transpose()) * vr;
+    const double eps = c.slip_speed > 0 ? c.slip_speed : friction_speed(g_ref);
+    r = std::sqrt(vt.squaredNorm() + eps * eps);
+    s = vt / r;
+    out.f -= c.friction * T * s;
+  }
+  if (!derivatives) return out;
+
+  // A = -dF/dp, B = -dF/dv. n turns with p where the surface is curved (an edge or a
+  // corner): dn = d n / d p; on a face's inside it is 0 and its terms are left out.
+  const Mat3 nn = n * n.transpose();
+  const bool curved = !c.curvature.isZero();
+  const Mat3 dn = curved ? Mat3(c.curvature / c.distance) : Mat3::Zero();
+  out.A = dT * nn;
+  if (curved) out.A -= T * dn;
+  if (pushes) {
+    const double ddamp = u < 1 ? c_full / damp_depth : 0.0;  // d c / d pen
     // -d/dp(-c vn n) with d c/dp = -ddamp n^T ... (Newton's matrix, `lagged`, leaves it
     // out where it is negative, a mass leaving the surface: it keeps the matrix definite)
     if (!lagged || vn < 0) out.A -= ddamp * vn * nn;
-    out.A += damp * (n * (vr.transpose() * dn) + vn * dn);  // ... and with n turning
+    if (curved) out.A += damp * (n * (vr.transpose() * dn) + vn * dn);  // ... and with n turning
     out.B += damp * nn;
   } else {
-    // The damper would pull a leaving mass back: a contact only pushes, so it lets go
-    // (no normal force; test_mass_in_the_plane_of_a_collider_goes_to_one_side).
-    out.f.setZero();
     out.A.setZero();
   }
-  // Friction: -mu T s(vt), s(vt) = vt / sqrt(|vt|^2 + eps^2).
   if (c.friction > 0) {
     const Mat3 P = Mat3::Identity() - nn;
-    const Vec3 vt = P * vr;
-    const double eps = c.slip_speed > 0 ? c.slip_speed : friction_speed(g_ref);
-    const double r = std::sqrt(vt.squaredNorm() + eps * eps);
-    const Vec3 s = vt / r;
-    const double fn = T;
-    out.f -= c.friction * fn * s;
     const Mat3 ds_dvt = c.damper_friction ? Mat3(Mat3::Identity() / r)
                                           : Mat3(Mat3::Identity() / r - vt * vt.transpose() / (r * r * r));
-    out.B += c.friction * fn * ds_dvt * P;
+    out.B += c.friction * T * ds_dvt * P;
     out.A -= c.friction * dT * s * n.transpose();  // d fn / d p = -dT n^T
-    out.A += c.friction * fn * ds_dvt * dvt_dp;
+    // d vt / d p is 0 on a face's inside, else -(vn dn + n vr^T dn)
+    if (curved) out.A -= c.friction * T * ds_dvt * (vn * dn + n * (vr.transpose() * dn));
   }
   return out;
 }

@@ -205,9 +205,9 @@ inline double contact_stiffness(double m, double g_ref, double thickness, double
   return std::max({m * g_ref / (kContactSinkShare * thickness), kContactSpringShare * springs, m * stop * stop});
 }
 // With `lagged` (Newton's matrix), A leaves out the damping's softening of a mass leaving
-// the surface.
+// the surface. Without `derivatives` (a residual, an energy), A and B are left at zero.
 ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
-                           double g_ref, bool lagged = false);
+                           double g_ref, bool lagged = false, bool derivatives = true);
 
 // ---------------------------------------------------------------- templates
 

@@ -72,7 +72,7 @@ void Simulator<D>::assemble(const Kinematics& kin, const VectorXd& lam, double c
 
   if (contacts) contacts->clear();
   if (!model_.colliders.empty()) {
-    const Touches touching = touches(kin);
+    const Touches touching = touches(kin, matrix != nullptr);
     if (contacts) *contacts = touching.where;
     for (std::size_t k = 0; k < touching.mass.size(); ++k) {
       const ContactForce& c = touching.force[k];
@@ -385,14 +385,14 @@ typename Simulator<D>::SpringChunks Simulator<D>::plan_spring_chunks() const {
 }
 
 template <int D>
-typename Simulator<D>::Touches Simulator<D>::touches(const Kinematics& kin) const {
+typename Simulator<D>::Touches Simulator<D>::touches(const Kinematics& kin, bool derivatives) const {
   const int nm = num_masses();
   const bool definite = definite_newton_;
   auto find = [&](int first, int last) {
     Touches found;
     for (int i = first; i < last; ++i) {
       const std::size_t before = found.where.size();
-      const ContactForce f = contact(kin, i, definite, &found.where);
+      const ContactForce f = contact(kin, i, definite, &found.where, derivatives);
       if (found.where.size() == before) continue;
       found.mass.push_back(i);
       found.force.push_back(f);

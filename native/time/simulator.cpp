@@ -160,7 +160,7 @@ double Simulator<D>::potential_energy(const Kinematics& kin) const {
   e += elements_energy(kin);
   e += self_contact_energy(kin);
   if (!model_.colliders.empty())
-    for (const ContactForce& f : touches(kin).force) e += f.energy;
+    for (const ContactForce& f : touches(kin, false).force) e += f.energy;
   return e;
 }
 
@@ -173,7 +173,7 @@ std::vector<Vec3> Simulator<D>::vertex_points(const Kinematics& kin) const {
 
 template <int D>
 ContactForce Simulator<D>::contact(const Kinematics& kin, int i, bool definite,
-                                std::vector<ContactState>* states) const {
+                                std::vector<ContactState>* states, bool derivatives) const {
   if constexpr (D != 3) {
     return {};
   } else {
@@ -194,7 +194,7 @@ ContactForce Simulator<D>::contact(const Kinematics& kin, int i, bool definite,
       const VectorXd& start_v = kin.penalty_v ? *kin.penalty_v : state_.v;
       const double speed = (start_v.template segment<3>(3 * i) - c.surface_velocity).norm();
       const double k = contact_stiffness(model_.mass[i], g_ref, c.thickness, model_.spring_stiffness_at[i], speed);
-      const ContactForce f = contact_force(c, model_.mass[i], k, v, g_ref, definite);
+      const ContactForce f = contact_force(c, model_.mass[i], k, v, g_ref, definite, derivatives);
       sum.f += f.f;
       sum.A += f.A;
       sum.B += f.B;
@@ -231,7 +231,7 @@ VectorXd Simulator<D>::contact_forces() const {
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
   for (int i = 0; i < num_masses(); ++i)
-    if constexpr (D == 3) f.template segment<3>(3 * i) = contact(kin, i, false).f;
+    if constexpr (D == 3) f.template segment<3>(3 * i) = contact(kin, i, false, nullptr, false).f;
   return f;
 }
 

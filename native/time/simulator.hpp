@@ -392,8 +392,9 @@ class Simulator {
   double stencils_stiffness() const;
   // Contact of mass i at this instant (none in 2-D or without colliders): the sum over
   // the points where it touches (Colliders::contacts). `states`, if given, receives them.
+  // Without `derivatives` (a residual, an energy) the force's A and B are left at zero.
   ContactForce contact(const Kinematics& kin, int i, bool definite,
-                       std::vector<ContactState>* states = nullptr) const;
+                       std::vector<ContactState>* states = nullptr, bool derivatives = true) const;
   // Every mass touching a collider, in mass order, with its contact force, and every
   // point where they touch (the masses in chunks at once on big systems: the
   // nearest-point searches dominate contact).
@@ -402,7 +403,7 @@ class Simulator {
     std::vector<ContactForce> force;
     std::vector<ContactState> where;
   };
-  Touches touches(const Kinematics& kin) const;
+  Touches touches(const Kinematics& kin, bool derivatives) const;
   // The masses touching a collider at the last assembly of Newton's matrix (for
   // limit_contact_corrections); written by forces_and_matrix only.
   std::vector<ContactState> contacts_;
