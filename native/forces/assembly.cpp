@@ -71,19 +71,19 @@ void Simulator<D>::assemble(const Kinematics& kin, const VectorXd& lam, double c
   if (F) element_force_scale_ = largest;
 
   if (contacts) contacts->clear();
-  if (!model_.colliders.empty()) {
-    const Touches touching = touches(kin, matrix != nullptr);
-    if (contacts) *contacts = touching.where;
-    for (std::size_t k = 0; k < touching.mass.size(); ++k) {
-      const ContactForce& c = touching.force[k];
-      const int i = touching.mass[k];
-      if (F) {
-        F->template segment<D>(D * i) += c.f.template head<D>();
-        element_force_scale_ = std::max(element_force_scale_, c.f.cwiseAbs().maxCoeff());
+  if (!model_.colliders.empty())
+    for (const Touches& touching : touches(kin, matrix != nullptr)) {
+      if (contacts) contacts->insert(contacts->end(), touching.where.begin(), touching.where.end());
+      for (std::size_t k = 0; k < touching.mass.size(); ++k) {
+        const ContactForce& c = touching.force[k];
+        const int i = touching.mass[k];
+        if (F) {
+          F->template segment<D>(D * i) += c.f.template head<D>();
+          element_force_scale_ = std::max(element_force_scale_, c.f.cwiseAbs().maxCoeff());
+        }
+        if (matrix) matrix->set_node_block(i, (cK * c.A + cV * c.B).template topLeftCorner<D, D>());
       }
-      if (matrix) matrix->set_node_block(i, (cK * c.A + cV * c.B).template topLeftCorner<D, D>());
     }
-  }
 
   for (int j = 0; j < nc; ++j) {
     const DistanceConstraint& dc = model_.constraints[j];
@@ -385,35 +385,27 @@ typename Simulator<D>::SpringChunks Simulator<D>::plan_spring_chunks() const {
 }
 
 template <int D>
-typename Simulator<D>::Touches Simulator<D>::touches(const Kinematics& kin, bool derivatives) const {
+const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const Kinematics& kin,
+                                                                     bool derivatives) const {
   const int nm = num_masses();
   const bool definite = definite_newton_;
-  auto find = [&](int first, int last) {
-    Touches found;
-    for (int i = first; i < last; ++i) {
+  const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
+  touch_chunks_.resize(chunks);
+  WorkerPool::shared().run(chunks, [&](int c) {
+    Touches& found = touch_chunks_[c];
+    found.mass.clear();
+    found.force.clear();
+    found.where.clear();
+    const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
+    for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i) {
       const std::size_t before = found.where.size();
       const ContactForce f = contact(kin, i, definite, &found.where, derivatives);
       if (found.where.size() == before) continue;
       found.mass.push_back(i);
       found.force.push_back(f);
     }
-    return found;
-  };
-  const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
-  if (chunks == 1) return find(0, nm);
-  std::vector<Touches> part(chunks);
-  WorkerPool::shared().run(chunks, [&](int c) {
-    // not built in place: neighbouring vectors' ends share a cache line
-    Touches mine = find(static_cast<int>(chunk_begin(nm, chunks, c)), static_cast<int>(chunk_begin(nm, chunks, c + 1)));
-    part[c] = std::move(mine);
   });
-  Touches& all = part[0];
-  for (int c = 1; c < chunks; ++c) {
-    all.mass.insert(all.mass.end(), part[c].mass.begin(), part[c].mass.end());
-    all.force.insert(all.force.end(), part[c].force.begin(), part[c].force.end());
-    all.where.insert(all.where.end(), part[c].where.begin(), part[c].where.end());
-  }
-  return std::move(all);
+  return touch_chunks_;
 }
 
 template <int D>

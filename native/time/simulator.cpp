@@ -160,7 +160,8 @@ double Simulator<D>::potential_energy(const Kinematics& kin) const {
   e += elements_energy(kin);
   e += self_contact_energy(kin);
   if (!model_.colliders.empty())
-    for (const ContactForce& f : touches(kin, false).force) e += f.energy;
+    for (const Touches& touching : touches(kin, false))
+      for (const ContactForce& f : touching.force) e += f.energy;
   return e;
 }
 

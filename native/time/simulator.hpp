@@ -395,15 +395,19 @@ class Simulator {
   // Without `derivatives` (a residual, an energy) the force's A and B are left at zero.
   ContactForce contact(const Kinematics& kin, int i, bool definite,
                        std::vector<ContactState>* states = nullptr, bool derivatives = true) const;
-  // Every mass touching a collider, in mass order, with its contact force, and every
-  // point where they touch (the masses in chunks at once on big systems: the
-  // nearest-point searches dominate contact).
-  struct Touches {
+  // Every mass touching a collider, with its contact force, and every point where they
+  // touch: in chunks of the masses (in mass order, searched at once on big systems: the
+  // nearest-point searches dominate contact). The chunks are scratch kept from call to
+  // call, so that evaluating the contacts allocates nothing once they have grown; the
+  // next call overwrites them. Each chunk on its own cache lines: the workers grow them
+  // at once.
+  struct alignas(64) Touches {
     std::vector<int> mass;
     std::vector<ContactForce> force;
     std::vector<ContactState> where;
   };
-  Touches touches(const Kinematics& kin, bool derivatives) const;
+  const std::vector<Touches>& touches(const Kinematics& kin, bool derivatives) const;
+  mutable std::vector<Touches> touch_chunks_;
   // The masses touching a collider at the last assembly of Newton's matrix (for
   // limit_contact_corrections); written by forces_and_matrix only.
   std::vector<ContactState> contacts_;
