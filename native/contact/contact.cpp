@@ -336,13 +336,12 @@ ContactPoint Colliders::nearest(const Vec3& p, double t, const Vec3& velocity) c
   Foot best;
   best.touching = false;
   double best_gap = 0;  // distance - thickness of the best so far (< 0: touching)
-  tree_.near(p, 0.0, [&](int tri) {
+  tree_.containing(p, [&](int tri) {
     const Foot f = foot(tri, p, t, velocity);
     if (f.touching && f.distance - thickness_[tri] < best_gap) {
       best_gap = f.distance - thickness_[tri];
       best = f;
     }
-    return 0.0;
   });
   return best.touching ? contact_point(best, t) : ContactPoint();
 }

@@ -58,10 +58,10 @@ class BoxTree {
   // (as good for queries as a new tree while the items keep near their old neighbours).
   void refit(const std::vector<Eigen::AlignedBox3d>& boxes);
   std::size_t size() const { return boxes_.size(); }
-  // Calls visit(i) for every box i within `radius` of p, nearest subtrees first;
-  // visit returns the radius still of interest (shrinking it prunes the search).
+  // Calls visit(i) for every box i that holds p (its boundary included), each node's
+  // right child before its left.
   template <class Visit>
-  void near(const Vec3& p, double radius, Visit&& visit) const;
+  void containing(const Vec3& p, Visit&& visit) const;
   // Calls visit(i) for every box i > `after` that meets box b (a tree's items against
   // each other: each pair once, from its first item).
   template <class Visit>
@@ -211,31 +211,25 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
 
 // ---------------------------------------------------------------- templates
 
-inline double box_distance(const Eigen::AlignedBox3d& b, const Vec3& p) {
-  return (p - p.cwiseMax(b.min()).cwiseMin(b.max())).norm();
-}
-
 template <class Visit>
-void BoxTree::near(const Vec3& p, double radius, Visit&& visit) const {
+void BoxTree::containing(const Vec3& p, Visit&& visit) const {
   if (nodes_.empty()) return;
   // Depth first: at most two entries a level, and median splits keep the depth within
-  // log2 of the boxes (no allocation per query: one per mass and assembly).
+  // log2 of the boxes (no allocation per query: one per mass and assembly). A test of
+  // p against the box's faces, no distance: this runs for every mass at every assembly.
   std::array<int, 2 * 64> stack;
   int top = 0;
   stack[top++] = 0;
   while (top > 0) {
     const Node& node = nodes_[stack[--top]];
-    if (box_distance(node.box, p) > radius) continue;
+    if (!node.box.contains(p)) continue;
     if (node.left < 0) {
       for (int k = node.first; k < node.first + node.count; ++k)
-        if (box_distance(boxes_[order_[k]], p) <= radius) radius = visit(order_[k]);
+        if (boxes_[order_[k]].contains(p)) visit(order_[k]);
       continue;
     }
-    // The nearer child last: it is visited first.
-    const double dl = box_distance(nodes_[node.left].box, p);
-    const double dr = box_distance(nodes_[node.right].box, p);
-    stack[top++] = dl < dr ? node.right : node.left;
-    stack[top++] = dl < dr ? node.left : node.right;
+    stack[top++] = node.left;
+    stack[top++] = node.right;
   }
 }
 
@@ -266,13 +260,12 @@ void Colliders::contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& 
   std::array<Foot, kKept> kept;
   std::vector<Foot> more;
   int count = 0;
-  tree_.near(p, 0.0, [&](int tri) {
+  tree_.containing(p, [&](int tri) {
     const Foot f = foot(tri, p, t, velocity);
-    if (!f.touching) return 0.0;
+    if (!f.touching) return;
     if (count < kKept) kept[count] = f;
     else more.push_back(f);
     ++count;
-    return 0.0;
   });
   auto at = [&](int i) -> const Foot& { return i < kKept ? kept[i] : more[i - kKept]; };
   for (int i = 0; i < count; ++i) {
