@@ -181,6 +181,7 @@ void Colliders::set(const std::vector<Vec3>& vertices,
                    .extend(b.max() + Vec3::Constant(thickness_[t]));
   }
   tree_.build(boxes);
+  ++version_;
 }
 
 void Colliders::clear() { set({}, {}, {}, {}); }
@@ -204,18 +205,21 @@ double Colliders::thinnest() const {
 }
 
 void Colliders::begin_call(double t0, double duration) {
+  ++version_;
   t0_ = t0;
   duration_ = duration;
   in_call_ = true;
 }
 
 void Colliders::end_call() {
+  ++version_;
   in_call_ = false;
   start_ = target_;
   moving_ = false;
 }
 
 void Colliders::stop_at(double t) {
+  ++version_;
   if (!in_call_) return;
   for (std::size_t k = 0; k < start_.size(); ++k) start_[k] = vertex(static_cast<int>(k), t);
   in_call_ = false;

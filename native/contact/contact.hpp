@@ -14,6 +14,7 @@
 #include <Eigen/Geometry>
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "model/model.hpp"
@@ -93,6 +94,9 @@ class Colliders {
   bool empty() const { return triangles_.empty(); }
   int num_triangles() const { return static_cast<int>(triangles_.size()); }
   bool moving() const { return moving_; }
+  // Changes whenever the colliders or their motion do (set, each call's begin and end):
+  // the same points at the same version are the same contacts.
+  std::uint64_t version() const { return version_; }
 
   // Motion during one simulate() call over [t0, t0 + duration]. Outside a call the
   // colliders are where the last call left them.
@@ -157,6 +161,7 @@ class Colliders {
   double t0_ = 0, duration_ = 1;
   bool moving_ = false;   // start_ != target_
   bool in_call_ = false;  // inside simulate(): positions follow the path
+  std::uint64_t version_ = 0;
   BoxTree tree_;
 };
 

@@ -390,21 +390,42 @@ const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const K
   const int nm = num_masses();
   const bool definite = definite_newton_;
   const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
+  TouchesFoundAt& at = touches_found_at_;
+  const bool found = at.valid && at.chunks == chunks && at.t == kin.t &&
+                     at.colliders == model_.colliders.version() && at.q.size() == kin.q->size() &&
+                     at.v.size() == kin.v->size() && at.q == *kin.q && at.v == *kin.v;
   touch_chunks_.resize(chunks);
   WorkerPool::shared().run(chunks, [&](int c) {
-    Touches& found = touch_chunks_[c];
-    found.mass.clear();
-    found.force.clear();
-    found.where.clear();
-    const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
-    for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i) {
-      const std::size_t before = found.where.size();
-      const ContactForce f = contact(kin, i, definite, &found.where, derivatives);
-      if (found.where.size() == before) continue;
-      found.mass.push_back(i);
-      found.force.push_back(f);
+    Touches& mine = touch_chunks_[c];
+    if (!found) {
+      mine.mass.clear();
+      mine.points.clear();
+      mine.point_start.assign(1, 0);
+      const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
+      for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i) {
+        if constexpr (D == 3)
+          model_.colliders.contacts(kin.q->template segment<3>(3 * i), kin.t, kin.v->template segment<3>(3 * i),
+                                    [&](const ContactPoint& point) { mine.points.push_back(point); });
+        if (static_cast<int>(mine.points.size()) == mine.point_start.back()) continue;
+        mine.mass.push_back(i);
+        mine.point_start.push_back(static_cast<int>(mine.points.size()));
+      }
     }
+    mine.force.clear();
+    mine.where.clear();
+    for (std::size_t k = 0; k < mine.mass.size(); ++k)
+      mine.force.push_back(contact_at(kin, mine.mass[k], mine.points.data() + mine.point_start[k],
+                                      mine.points.data() + mine.point_start[k + 1], definite, &mine.where,
+                                      derivatives));
   });
+  if (!found) {
+    at.q = *kin.q;
+    at.v = *kin.v;
+    at.t = kin.t;
+    at.colliders = model_.colliders.version();
+    at.chunks = chunks;
+    at.valid = true;
+  }
   return touch_chunks_;
 }
 

@@ -178,12 +178,24 @@ ContactForce Simulator<D>::contact(const Kinematics& kin, int i, bool definite,
   if constexpr (D != 3) {
     return {};
   } else {
-    ContactForce sum;
-    if (model_.colliders.empty()) return sum;
-    const Vec3 p = kin.q->template segment<3>(3 * i), v = kin.v->template segment<3>(3 * i);
+    if (model_.colliders.empty()) return {};
+    std::vector<ContactPoint> points;
+    model_.colliders.contacts(kin.q->template segment<3>(3 * i), kin.t, kin.v->template segment<3>(3 * i),
+                              [&](const ContactPoint& point) { points.push_back(point); });
+    return contact_at(kin, i, points.data(), points.data() + points.size(), definite, states, derivatives);
+  }
+}
+
+template <int D>
+ContactForce Simulator<D>::contact_at(const Kinematics& kin, int i, const ContactPoint* first,
+                                   const ContactPoint* last, bool definite, std::vector<ContactState>* states,
+                                   bool derivatives) const {
+  ContactForce sum;
+  if constexpr (D == 3) {
+    const Vec3 v = kin.v->template segment<3>(3 * i);
     const double g_ref = contact_gravity();
-    model_.colliders.contacts(p, kin.t, v, [&](const ContactPoint& point) {
-      ContactPoint c = point;
+    for (const ContactPoint* point = first; point != last; ++point) {
+      ContactPoint c = *point;
       // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
       // it leaves out that of compressed springs (and see contact_force).
       if (definite) c.curvature.setZero();
@@ -200,9 +212,9 @@ ContactForce Simulator<D>::contact(const Kinematics& kin, int i, bool definite,
       sum.A += f.A;
       sum.B += f.B;
       sum.energy += f.energy;
-    });
-    return sum;
+    }
   }
+  return sum;
 }
 
 template <int D>

@@ -395,6 +395,9 @@ class Simulator {
   // Without `derivatives` (a residual, an energy) the force's A and B are left at zero.
   ContactForce contact(const Kinematics& kin, int i, bool definite,
                        std::vector<ContactState>* states = nullptr, bool derivatives = true) const;
+  // The same from the points where mass i touches, [first, last).
+  ContactForce contact_at(const Kinematics& kin, int i, const ContactPoint* first, const ContactPoint* last,
+                          bool definite, std::vector<ContactState>* states, bool derivatives) const;
   // Every mass touching a collider, with its contact force, and every point where they
   // touch: in chunks of the masses (in mass order, searched at once on big systems: the
   // nearest-point searches dominate contact). The chunks are scratch kept from call to
@@ -405,9 +408,23 @@ class Simulator {
     std::vector<int> mass;
     std::vector<ContactForce> force;
     std::vector<ContactState> where;
+    // The points the colliders gave: mass[k]'s are points[point_start[k], point_start[k + 1]).
+    std::vector<ContactPoint> points;
+    std::vector<int> point_start;
   };
   const std::vector<Touches>& touches(const Kinematics& kin, bool derivatives) const;
   mutable std::vector<Touches> touch_chunks_;
+  // Where the chunks' points were looked up: a call at the same positions, velocities,
+  // instant and colliders finds the same points and looks up none (an energy after the
+  // forces at one iterate; the matrix after a residual that did not stop Newton).
+  struct TouchesFoundAt {
+    VectorXd q, v;
+    double t = 0;
+    std::uint64_t colliders = 0;
+    int chunks = 0;
+    bool valid = false;
+  };
+  mutable TouchesFoundAt touches_found_at_;
   // The masses touching a collider at the last assembly of Newton's matrix (for
   // limit_contact_corrections); written by forces_and_matrix only.
   std::vector<ContactState> contacts_;
