@@ -277,7 +277,8 @@ bool Colliders::bends_toward(int other, int tri, const Vec3& p, double t) const 
   return side * rise > 0 && std::abs(rise) > 1e-9 * n.norm() * std::sqrt(size);
 }
 
-bool Colliders::reports(const Foot& f, const Vec3& p, double t, const Vec3& velocity) const {
+bool Colliders::reports(const Foot& f, const Vec3& p, double t, const Vec3& velocity, const Foot* known,
+                        int known_count) const {
   std::array<int, 3> corners;
   const int n = feature(f, corners);
   const double gap = f.distance - thickness_[f.tri];
@@ -294,7 +295,8 @@ bool Colliders::reports(const Foot& f, const Vec3& p, double t, const Vec3& velo
       around = around && has;
     }
     if (!around) continue;
-    const Foot g = foot(other, p, t, velocity);
+    const Foot* found = std::find_if(known, known + known_count, [&](const Foot& k) { return k.tri == other; });
+    const Foot g = found != known + known_count ? *found : foot(other, p, t, velocity);
     std::array<int, 3> other_corners;
     if (feature(g, other_corners) == n && other_corners == corners) {
       // The same point: reported once, by the deepest (then the first) of them.
@@ -360,8 +362,15 @@ bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t0, double t1) co
     // triangle where it is then: a collider that moves past a mass crosses it as surely
     // as a mass that moves through a collider.
     const Vec3 a0 = vertex(ix[0], t0), b0 = vertex(ix[1], t0), c0 = vertex(ix[2], t0);
-    const Vec3 a1 = vertex(ix[0], t1), b1 = vertex(ix[1], t1), c1 = vertex(ix[2], t1);
-    const double s0 = (b0 - a0).cross(c0 - a0).dot(p0 - a0), s1 = (b1 - a1).cross(c1 - a1).dot(p1 - a1);
+    const Vec3 n0 = (b0 - a0).cross(c0 - a0);
+    const double s0 = n0.dot(p0 - a0);
+    double s1;
+    if (moving_ && in_call_) {
+      const Vec3 a1 = vertex(ix[0], t1), b1 = vertex(ix[1], t1), c1 = vertex(ix[2], t1);
+      s1 = (b1 - a1).cross(c1 - a1).dot(p1 - a1);
+    } else {
+      s1 = n0.dot(p1 - a0);  // where it stands still: the same plane at t1
+    }
     if (s0 * s1 >= 0) return;  // on one side (or starting or ending in the plane)
     // Where and when it passes the plane (exact for a translation), and whether the
     // triangle is there then.

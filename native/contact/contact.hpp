@@ -146,8 +146,10 @@ class Colliders {
   // (three: the face's inside), sorted; returns how many.
   int feature(const Foot& f, std::array<int, 3>& corners) const;
   // Whether a foot on an edge or a corner is a point where the colliders touch p
-  // (contacts()), and the one that reports it.
-  bool reports(const Foot& f, const Vec3& p, double t, const Vec3& velocity) const;
+  // (contacts()), and the one that reports it. `known`: feet already found for p (the
+  // same as foot() would give them again).
+  bool reports(const Foot& f, const Vec3& p, double t, const Vec3& velocity, const Foot* known,
+               int known_count) const;
   // Whether triangle `other` rises from triangle tri's plane toward p (a concave crease
   // seen from p).
   bool bends_toward(int other, int tri, const Vec3& p, double t) const;
@@ -287,7 +289,7 @@ void Colliders::contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& 
         first = !(other_gap < gap || (other_gap == gap && j < i));
       }
       if (first) visit(contact_point(f, t));
-    } else if (reports(f, p, t, velocity)) {
+    } else if (reports(f, p, t, velocity, kept.data(), std::min(count, kKept))) {
       visit(contact_point(f, t));
     }
   }
