@@ -182,6 +182,16 @@ void Colliders::set(const std::vector<Vec3>& vertices,
   }
   tree_.build(boxes);
   ++version_;
+  ++tree_version_;
+}
+
+void Colliders::near_triangles(const Box& box, std::vector<int>& near) const {
+  near.clear();
+  tree_.overlapping(box, [&](int tri) { near.push_back(tri); });
+}
+
+double Colliders::thickest() const {
+  return thickness_.empty() ? 0.0 : *std::max_element(thickness_.begin(), thickness_.end());
 }
 
 void Colliders::clear() { set({}, {}, {}, {}); }

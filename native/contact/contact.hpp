@@ -63,6 +63,7 @@ class BoxTree {
   // right child before its left.
   template <class Visit>
   void containing(const Vec3& p, Visit&& visit) const;
+  bool holds(int i, const Vec3& p) const { return boxes_[i].contains(p); }
   // Calls visit(i) for every box i > `after` that meets box b (a tree's items against
   // each other: each pair once, from its first item).
   template <class Visit>
@@ -118,6 +119,16 @@ class Colliders {
   // order.
   template <class Visit>
   void contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& visit) const;
+  // The same, the triangles looked for among `near` alone: what near_triangles() gave
+  // for a box that holds p (then the same points, in the same order, as contacts()
+  // above finds: every triangle whose box holds p is among them).
+  template <class Visit>
+  void contacts(const std::vector<int>& near, const Vec3& p, double t, const Vec3& velocity, Visit&& visit) const;
+  // The triangles whose boxes meet `box`, in the box tree's order.
+  void near_triangles(const Eigen::AlignedBox3d& box, std::vector<int>& near) const;
+  // Changes whenever the box tree does (set()): near_triangles() lists stay valid until then.
+  std::uint64_t tree_version() const { return tree_version_; }
+  double thickest() const;
   // The largest distance a collider vertex moves in the next call, and the thinnest
   // collider (steps are kept short enough that a moving collider cannot pass a mass).
   double largest_move() const;
@@ -153,6 +164,10 @@ class Colliders {
   // Whether triangle `other` rises from triangle tri's plane toward p (a concave crease
   // seen from p).
   bool bends_toward(int other, int tri, const Vec3& p, double t) const;
+  // contacts() over the triangles each_candidate(visit) visits.
+  template <class Candidates, class Visit>
+  void contacts_among(Candidates&& each_candidate, const Vec3& p, double t, const Vec3& velocity,
+                      Visit&& visit) const;
   std::vector<int> fan_start_, fan_;  // the triangles around each welded vertex
   std::vector<Vec3> start_, target_;
   // Each vertex's first vertex at the same position: the vertex that stands for it in
@@ -163,7 +178,7 @@ class Colliders {
   double t0_ = 0, duration_ = 1;
   bool moving_ = false;   // start_ != target_
   bool in_call_ = false;  // inside simulate(): positions follow the path
-  std::uint64_t version_ = 0;
+  std::uint64_t version_ = 0, tree_version_ = 0;
   BoxTree tree_;
 };
 
@@ -261,13 +276,30 @@ void BoxTree::overlapping(const Eigen::AlignedBox3d& b, Visit&& visit, int after
 
 template <class Visit>
 void Colliders::contacts(const Vec3& p, double t, const Vec3& velocity, Visit&& visit) const {
+  contacts_among([&](auto&& each) { tree_.containing(p, each); }, p, t, velocity, visit);
+}
+
+template <class Visit>
+void Colliders::contacts(const std::vector<int>& near, const Vec3& p, double t, const Vec3& velocity,
+                         Visit&& visit) const {
+  contacts_among(
+      [&](auto&& each) {
+        for (int tri : near)
+          if (tree_.holds(tri, p)) each(tri);
+      },
+      p, t, velocity, visit);
+}
+
+template <class Candidates, class Visit>
+void Colliders::contacts_among(Candidates&& each_candidate, const Vec3& p, double t, const Vec3& velocity,
+                               Visit&& visit) const {
   // The feet of the triangles near p that touch it: a few, kept on the stack (this runs
   // for every mass at every assembly); more than kKept go to `more`.
   constexpr int kKept = 32;
   std::array<Foot, kKept> kept;
   std::vector<Foot> more;
   int count = 0;
-  tree_.containing(p, [&](int tri) {
+  each_candidate([&](int tri) {
     const Foot f = foot(tri, p, t, velocity);
     if (!f.touching) return;
     if (count < kKept) kept[count] = f;

@@ -395,6 +395,14 @@ const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const K
                      at.colliders == model_.colliders.version() && at.q.size() == kin.q->size() &&
                      at.v.size() == kin.v->size() && at.q == *kin.q && at.v == *kin.v;
   touch_chunks_.resize(chunks);
+  const Colliders& colliders = model_.colliders;
+  if (!found && (near_triangles_.size() != static_cast<std::size_t>(nm) ||
+                 near_tree_version_ != colliders.tree_version())) {
+    near_triangles_.assign(nm, NearTriangles{});
+    for (NearTriangles& near : near_triangles_) near.box.setEmpty();
+    near_tree_version_ = colliders.tree_version();
+  }
+  const double reach = colliders.thickest();
   WorkerPool::shared().run(chunks, [&](int c) {
     Touches& mine = touch_chunks_[c];
     if (!found) {
@@ -403,9 +411,16 @@ const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const K
       mine.point_start.assign(1, 0);
       const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
       for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i) {
-        if constexpr (D == 3)
-          model_.colliders.contacts(kin.q->template segment<3>(3 * i), kin.t, kin.v->template segment<3>(3 * i),
-                                    [&](const ContactPoint& point) { mine.points.push_back(point); });
+        if constexpr (D == 3) {
+          const Vec3 p = kin.q->template segment<3>(3 * i);
+          NearTriangles& near = near_triangles_[i];
+          if (!near.box.contains(p)) {
+            near.box = Eigen::AlignedBox3d(p - Vec3::Constant(reach), p + Vec3::Constant(reach));
+            colliders.near_triangles(near.box, near.triangles);
+          }
+          colliders.contacts(near.triangles, p, kin.t, kin.v->template segment<3>(3 * i),
+                             [&](const ContactPoint& point) { mine.points.push_back(point); });
+        }
         if (static_cast<int>(mine.points.size()) == mine.point_start.back()) continue;
         mine.mass.push_back(i);
         mine.point_start.push_back(static_cast<int>(mine.points.size()));

@@ -425,6 +425,18 @@ class Simulator {
     bool valid = false;
   };
   mutable TouchesFoundAt touches_found_at_;
+  // Each mass's candidate triangles: those whose boxes meet a box around where the mass
+  // was when they were listed, reaching the thickest collider's thickness beyond it in
+  // every direction. While the mass stays in that box they hold every triangle whose box
+  // holds the mass, and the search runs over them instead of the box tree (the same
+  // points, in the same order). Listed anew where a mass leaves its box or the
+  // colliders' box tree is rebuilt.
+  struct NearTriangles {
+    Eigen::AlignedBox3d box;  // empty: not listed yet
+    std::vector<int> triangles;
+  };
+  mutable std::vector<NearTriangles> near_triangles_;
+  mutable std::uint64_t near_tree_version_ = 0;
   // The masses touching a collider at the last assembly of Newton's matrix (for
   // limit_contact_corrections); written by forces_and_matrix only.
   std::vector<ContactState> contacts_;
