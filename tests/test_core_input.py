@@ -194,6 +194,10 @@ def test_two_threads_cannot_simulate_one_system():
             mss.add(ms.Mass(1.0, [5.0, 5.0, 5.0]))  # a change (not a rewind) when it gets in
         except RuntimeError as ex:
             refused.append(str(ex))
+        try:  # computed with the simulator's scratch: refused as a change is
+            assert np.isfinite(mss.energy())
+        except RuntimeError as ex:
+            refused.append(str(ex))
     worker.join()
     assert refused, "the intruder never met a running simulate(); make the run longer"
     assert all("another thread" in e for e in refused), refused[:3]

@@ -399,8 +399,18 @@ void bind_seed_api(py::module_& m, SystemClass<D>& cls, const std::string& name)
         return ListView<D, HingeRef>{s, &stencil_count<D, HingeBending>};
       });
   cls.def("kinetic_energy", &S::kinetic_energy)
-      .def("potential_energy", &S::potential_energy)
-      .def("energy", &S::total_energy)
+      // Contact energies are found with the simulator's scratch (Simulator::touches),
+      // which a running simulate() writes: refused meanwhile, as changes are.
+      .def("potential_energy",
+           [](const S& s) {
+             s.simulator().require_idle("compute its energy");
+             return s.potential_energy();
+           })
+      .def("energy",
+           [](const S& s) {
+             s.simulator().require_idle("compute its energy");
+             return s.total_energy();
+           })
       .def("max_constraint_violation", &S::max_constraint_violation)
       .def_property_readonly("constraint_forces",
                              [](S& s) {

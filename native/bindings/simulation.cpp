@@ -146,6 +146,7 @@ void bind_simulation(SystemClass<D>& cls) {
       .def(
           "evaluate",
           [](const S& s, const Arr& q, const Arr& v, const Arr& lam) {
+            s.simulator().require_idle("evaluate its forces");  // the contacts' scratch: see "energy"
             VectorXd F, g;
             const Eigen::Index n = D * s.num_masses();
             s.simulator().evaluate(from_array(q, n, "q"), from_array(v, n, "v"),

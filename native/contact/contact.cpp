@@ -457,7 +457,7 @@ ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3
   // A = -dF/dp, B = -dF/dv. n turns with p where the surface is curved (an edge or a
   // corner): dn = d n / d p; on a face's inside it is 0 and its terms are left out.
   const Mat3 nn = n * n.transpose();
-  const bool curved = !c.curvature.isZero();
+  const bool curved = (c.curvature.array() != 0.0).any();
   const Mat3 dn = curved ? Mat3(c.curvature / c.distance) : Mat3::Zero();
   out.A = dT * nn;
   if (curved) out.A -= T * dn;

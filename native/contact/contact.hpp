@@ -95,8 +95,8 @@ class Colliders {
   bool empty() const { return triangles_.empty(); }
   int num_triangles() const { return static_cast<int>(triangles_.size()); }
   bool moving() const { return moving_; }
-  // Changes whenever the colliders or their motion do (set, each call's begin and end):
-  // the same points at the same version are the same contacts.
+  // Changes whenever the colliders or their motion do (set, each call's begin and end,
+  // stop_at): the same points at the same version are the same contacts.
   std::uint64_t version() const { return version_; }
 
   // Motion during one simulate() call over [t0, t0 + duration]. Outside a call the
@@ -258,7 +258,7 @@ void BoxTree::containing(const Vec3& p, Visit&& visit) const {
 template <class Visit>
 void BoxTree::overlapping(const Eigen::AlignedBox3d& b, Visit&& visit, int after) const {
   if (nodes_.empty()) return;
-  std::array<int, 2 * 64> stack;  // as in near()
+  std::array<int, 2 * 64> stack;  // as in containing()
   int top = 0;
   stack[top++] = 0;
   while (top > 0) {

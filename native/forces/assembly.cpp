@@ -403,6 +403,9 @@ const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const K
     near_tree_version_ = colliders.tree_version();
   }
   const double reach = colliders.thickest();
+  // Not found at any positions until every chunk has looked (a chunk that throws leaves
+  // the others half filled).
+  if (!found) at.valid = false;
   WorkerPool::shared().run(chunks, [&](int c) {
     Touches& mine = touch_chunks_[c];
     if (!found) {
@@ -415,8 +418,10 @@ const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const K
           const Vec3 p = kin.q->template segment<3>(3 * i);
           NearTriangles& near = near_triangles_[i];
           if (!near.box.contains(p)) {
-            near.box = Eigen::AlignedBox3d(p - Vec3::Constant(reach), p + Vec3::Constant(reach));
-            colliders.near_triangles(near.box, near.triangles);
+            near.box.setEmpty();  // until the list is complete
+            const Eigen::AlignedBox3d box(p - Vec3::Constant(reach), p + Vec3::Constant(reach));
+            colliders.near_triangles(box, near.triangles);
+            near.box = box;
           }
           colliders.contacts(near.triangles, p, kin.t, kin.v->template segment<3>(3 * i),
                              [&](const ContactPoint& point) { mine.points.push_back(point); });

@@ -33,7 +33,9 @@ void Simulator<D>::require_idle(const char* change) const {
 
 // Every cache of the simulator and what makes it stale. A new cache gets its line here
 // (tests/test_core_state.py and test_core_reads.py check that changes take effect and
-// reads change nothing).
+// reads change nothing), unless it checks its own key at every use: the contacts found
+// (touches_found_at_: positions, velocities, instant, colliders' version) and each mass's
+// candidate triangles (near_triangles_: the colliders' box tree and the mass count).
 template <int D>
 void Simulator<D>::changed(unsigned what) {
   auto any = [what](unsigned of) { return (what & of) != 0; };
