@@ -91,6 +91,7 @@ void bind_colliders(SystemClass<D>& cls) {
                              [](const S& s) { return s.colliders().num_triangles(); })
       .def("contact_forces",
            [](const S& s) {
+             s.simulator().require_idle("compute its contact forces");  // see "energy"
              const VectorXd f = s.simulator().contact_forces();
              return as_array(f, s.num_masses(), D);
            },

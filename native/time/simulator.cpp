@@ -175,20 +175,6 @@ std::vector<Vec3> Simulator<D>::vertex_points(const Kinematics& kin) const {
 }
 
 template <int D>
-ContactForce Simulator<D>::contact(const Kinematics& kin, int i, bool definite,
-                                std::vector<ContactState>* states, bool derivatives) const {
-  if constexpr (D != 3) {
-    return {};
-  } else {
-    if (model_.colliders.empty()) return {};
-    std::vector<ContactPoint> points;
-    model_.colliders.contacts(kin.q->template segment<3>(3 * i), kin.t, kin.v->template segment<3>(3 * i),
-                              [&](const ContactPoint& point) { points.push_back(point); });
-    return contact_at(kin, i, points.data(), points.data() + points.size(), definite, states, derivatives);
-  }
-}
-
-template <int D>
 ContactForce Simulator<D>::contact_at(const Kinematics& kin, int i, const ContactPoint* first,
                                    const ContactPoint* last, bool definite, std::vector<ContactState>* states,
                                    bool derivatives) const {
@@ -245,8 +231,10 @@ VectorXd Simulator<D>::contact_forces() const {
   VectorXd f = VectorXd::Zero(D * num_masses());
   const FixPath<D> path = resting_path();
   const Kinematics kin = kinematics(state_.q, state_.v, path, state_.time);
-  for (int i = 0; i < num_masses(); ++i)
-    if constexpr (D == 3) f.template segment<3>(3 * i) = contact(kin, i, false, nullptr, false).f;
+  if (!model_.colliders.empty())
+    for (const Touches& touching : touches(kin, false))
+      for (std::size_t k = 0; k < touching.mass.size(); ++k)
+        f.template segment<D>(D * touching.mass[k]) = touching.force[k].f.template head<D>();
   return f;
 }
 

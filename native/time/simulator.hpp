@@ -390,12 +390,9 @@ class Simulator {
                         std::array<VecD, K>& v, std::array<int, K>& nodes) const;
   double max_spring_stiffness() const;
   double stencils_stiffness() const;
-  // Contact of mass i at this instant (none in 2-D or without colliders): the sum over
-  // the points where it touches (Colliders::contacts). `states`, if given, receives them.
+  // The contact force on mass i (3-D only) from the points where it touches
+  // (Colliders::contacts), [first, last): their sum. `states`, if given, receives them.
   // Without `derivatives` (a residual, an energy) the force's A and B are left at zero.
-  ContactForce contact(const Kinematics& kin, int i, bool definite,
-                       std::vector<ContactState>* states = nullptr, bool derivatives = true) const;
-  // The same from the points where mass i touches, [first, last).
   ContactForce contact_at(const Kinematics& kin, int i, const ContactPoint* first, const ContactPoint* last,
                           bool definite, std::vector<ContactState>* states, bool derivatives) const;
   // Every mass touching a collider, with its contact force, and every point where they
