@@ -173,6 +173,23 @@ def test_sheet_settles_on_a_plane(rho_inf, tolerance):
     assert mss.stats["steps"] <= 48 * 5 * 1.2  # about the fewest steps per frame
 
 
+def test_a_sheet_at_rest_assembles_no_matrix_where_newton_stops():
+    # Lying on the floor, every step stops after its first correction; its residual there
+    # is computed before the matrix, which is then not needed (newton_correct's
+    # check_residual_first assumes a rate of 1/2 before it knows one). Before: two
+    # matrices per step.
+    mss = sheet(17, 0.3)
+    mss.set_colliders(PLANE_V, PLANE_T, 0.02, 0.3)
+    mss.simulate(1.5, 36 * 5)
+    before = mss.stats
+    mss.simulate(0.5, 12 * 5)
+    after = mss.stats
+    done = {k: after[k] - before[k] for k in ("steps", "rejected_steps", "newton_iterations", "matrix_assemblies")}
+    assert done["rejected_steps"] == 0
+    assert done["newton_iterations"] == done["steps"]  # one correction each
+    assert done["matrix_assemblies"] == done["newton_iterations"]
+
+
 def drape(n, steps_per_frame=5, frames=48):
     mss = sheet(n, 0.6)
     radius, thickness = 0.5, 0.02

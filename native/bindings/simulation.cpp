@@ -125,6 +125,7 @@ void bind_simulation(SystemClass<D>& cls) {
                                d["rejected_steps"] = s.simulator().rejected_steps;
                                d["energy_rejections"] = s.simulator().energy_rejections;
                                d["newton_iterations"] = s.simulator().newton_iterations;
+                               d["matrix_assemblies"] = s.simulator().matrix_assemblies;
                                d["factorizations"] = s.simulator().newton_solver().factorizations;
                                d["multigrid_regroupings"] = s.simulator().newton_solver().regroupings;
                                d["krylov_iterations"] = s.simulator().newton_solver().krylov_iterations;

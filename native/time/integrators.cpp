@@ -314,20 +314,22 @@ bool Simulator<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, c
   }
   n.lam += n.delta.tail(nc);
   n.correction_err = correction_error(n.delta, tol.acc, round_off);
-  if (tolerance > 0)
-    n.error_test.add_correction(std::sqrt(correction_squares / static_cast<double>(num_masses())));
+  const double correction_rms = std::sqrt(correction_squares / static_cast<double>(num_masses()));
+  if (tolerance > 0) n.error_test.add_correction(correction_rms);
   // Newton's error after this correction, estimated from its rate as SUNDIALS IDA does
   // (NewtonErrorTest; without error control, the max-norm correction_err and the rate
   // of the last two corrections): when it is within the tolerance, the next residual
   // is computed before the matrix, which is then assembled only if Newton goes on. The
   // decisions are those of a full assembly; most steps save the matrix of their last
-  // iterate (docs/performance.md).
-  if (std::isfinite(last_correction_err) && last_correction_err > 0) {
-    const double rate = n.correction_err / last_correction_err;
-    n.check_residual_first =
-        rate < 1 && (rate / (1 - rate) * n.correction_err <= 1.0 ||
-                     (tolerance > 0 && n.error_test.error_estimate() <= tol.close_enough));
-  }
+  // iterate (docs/performance.md). Without a rate yet (a step's first correction, or the
+  // first after a halving), one of 1/2 is assumed: a sheet resting on a floor stops
+  // after its first correction in most steps, and did assemble a matrix there for nothing
+  // (docs/performance.md, "What a contact costs to evaluate").
+  const bool known_rate = std::isfinite(last_correction_err) && last_correction_err > 0;
+  const double rate = known_rate ? n.correction_err / last_correction_err : 0.5;
+  const double estimate = known_rate ? n.error_test.error_estimate() : correction_rms;  // rate 1/2
+  n.check_residual_first = rate < 1 && (rate / (1 - rate) * n.correction_err <= 1.0 ||
+                                        (tolerance > 0 && estimate <= tol.close_enough));
   return true;
 }
 
@@ -377,18 +379,13 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
     });
     const Kinematics kin = kinematics(n.q1, n.v1, path, t1);
     const bool matrix_assembled = !n.check_residual_first;
-    if (n.check_residual_first)
+    if (n.check_residual_first) {
       forces(kin, n.lam, n.F, n.g);
-    else
+    } else {
       forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
+      ++matrix_assemblies;
+    }
     n.check_residual_first = false;
-    // The multigrid's smoother takes the matrix's values anew at every time step, and at
-    // every Newton iteration while something touches: a contact's stiffness, damping and
-    // friction change by orders of magnitude from one iteration to the next as masses
-    // enter the contact band and stick or slide, and a smoother that has not seen them
-    // costs GMRES three times the iterations on a sheet landing on a floor
-    // (docs/performance.md, "The smoother follows the contacts").
-    if (it == 0 || !contacts_.empty() || self_touching_) lin_.renew_smoother();
     const NewtonResidual residual = newton_residual(n.F, n.g, n.acc, q_max, tol.acc, tol.pos, step.bq, n.rhs);
     const double err = std::max(residual.force_err, residual.constraint_err);
     // Error control only; the constraint rows are not accelerations (rms_acceleration).
@@ -410,7 +407,17 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
       stop = newton_may_stop(progress, tol, tolerance > 0, true);
     if (stop.stop) return accept_step(n, step, h, kind, it, path, stop.early, why);
     if (it == max_newton_iterations) break;
-    if (!matrix_assembled) forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
+    if (!matrix_assembled) {
+      forces_and_matrix(kin, n.lam, 1.0, step.bq, step.bv, n.F, n.g, lin_);
+      ++matrix_assemblies;
+    }
+    // The multigrid's smoother takes the matrix's values anew at every time step, and at
+    // every Newton iteration while something touches: a contact's stiffness, damping and
+    // friction change by orders of magnitude from one iteration to the next as masses
+    // enter the contact band and stick or slide, and a smoother that has not seen them
+    // costs GMRES three times the iterations on a sheet landing on a floor
+    // (docs/performance.md, "The smoother follows the contacts").
+    if (it == 0 || !contacts_.empty() || self_touching_) lin_.renew_smoother();
     if (newton_matrix == NewtonMatrix::OnDemand && err > n.err_prev && !definite_newton_) {
       definite_newton_ = true;  // the error grew: projected from the next assembly on
       lin_.invalidate_factor();

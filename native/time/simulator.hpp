@@ -128,6 +128,9 @@ class Simulator {
   // ---- diagnostics ----
   int last_newton_iterations = 0;
   long total_steps = 0, halved_steps = 0, rejected_steps = 0, newton_iterations = 0;
+  // Newton matrices assembled by implicit steps (a step stopping at its last iterate's
+  // residual assembles none there: newton_correct's check_residual_first).
+  long matrix_assemblies = 0;
   long energy_rejections = 0;  // of rejected_steps, those whose solution gained energy
   double last_local_error = 0.0;  // of the last implicit step, in length units (RMS)
   // The energies now; the potential one of gravity, springs, stencils, self-contact and
