@@ -615,7 +615,7 @@ class BakeJob:
             simulate_seconds=self.simulate_seconds,
             write_seconds=time.perf_counter() - begin,
             local_positions=local,
-            warnings=list(self.warnings),
+            warnings=list(self.warnings) + pressed_warning(self.object_name, self.simulation),
             pc2_file=self._staged.get("file", ""),
             report=list(self.simulation.report),
             simulation_inputs=self.group or (self.arrays, self.settings, self.simulation.matrices, self.frames,
@@ -643,6 +643,17 @@ class BakeJob:
         if self.obj.mass_spring.show_forces:
             forces.show(self.obj)
         return part
+
+
+def pressed_warning(object_name: str, simulation) -> list[str]:
+    """The vertices that started pressed into a collider's thickness, named: the penalty
+    throws them out (simulation.pressed_into_colliders)."""
+    part = simulation.parts[0] if hasattr(simulation, "parts") else simulation
+    if not part.pressed:
+        return []
+    return [f"'{object_name}': {part.pressed} vertices start inside a collider's thickness (Collision ▸ "
+            "Thickness Outer), where the collider pushes them out hard and they may jump: model the "
+            "object at least that thickness away from the collider's surface, or lower the thickness"]
 
 
 class GroupJob:

@@ -81,6 +81,24 @@ def test_chain_lands_on_a_collision_plane(scene, bake):
     assert list(submodule("writers").bake_record(chain)["colliders"]) == ["Floor"]
 
 
+def test_vertices_modelled_inside_a_colliders_thickness_are_named(scene, bake):
+    # A chain modelled 5 mm over a floor 2 cm thick starts deep in the penalty, which
+    # throws it up; the bake goes on but says so, counting the vertices that are not
+    # pinned. Lying at the thickness, or far above, it starts without a warning.
+    make_collider("Floor", PLANE, [(0, 1, 2, 3)], thickness=0.02)
+    inside = make_chain(height=0.005)
+    result = bake.bake_object(scene, inside)
+    named = [w for w in result.warnings if "inside a collider's thickness" in w]
+    assert len(named) == 1 and "'Chain': 11 vertices" in named[0]
+    assert result.world_positions()[:, :, 2].max() > 0.1  # the jump the warning is about
+    pin(inside, [0, 1, 2])
+    named = [w for w in bake.bake_object(scene, inside).warnings if "thickness" in w]
+    assert len(named) == 1 and "'Chain': 8 vertices" in named[0]  # pins are not thrown
+    for height in (0.02, 0.5):
+        chain = make_chain(height=height)
+        assert not [w for w in bake.bake_object(scene, chain).warnings if "thickness" in w]
+
+
 def test_collisions_off_or_collider_disabled_fall_through(scene, bake):
     floor = make_collider("Floor", PLANE, [(0, 1, 2, 3)])
     chain = make_chain()
