@@ -647,11 +647,11 @@ class BakeJob:
 
 def pressed_warning(object_name: str, simulation) -> list[str]:
     """The vertices that started pressed into a collider's thickness, named: the penalty
-    throws them out (simulation.pressed_into_colliders)."""
-    part = simulation.parts[0] if hasattr(simulation, "parts") else simulation
-    if not part.pressed:
+    throws them out (simulation.pressed_into_colliders). `simulation`: a FrameSimulation
+    or a PartFrames."""
+    if not simulation.pressed:
         return []
-    return [f"'{object_name}': {part.pressed} vertices start inside a collider's thickness (Collision ▸ "
+    return [f"'{object_name}': {simulation.pressed} vertices start inside a collider's thickness (Collision ▸ "
             "Thickness Outer), where the collider pushes them out hard and they may jump: model the "
             "object at least that thickness away from the collider's surface, or lower the thickness"]
 

@@ -559,6 +559,11 @@ class FrameSimulation:
         self.frames_done = 1
         self.report: list[FrameReport] = []  # one row per simulated frame
 
+    @property
+    def pressed(self) -> int:
+        """The first object's vertices that start pressed into a collider (as PartFrames')."""
+        return self.parts[0].pressed
+
     def origin_free(self, matrix) -> np.ndarray:
         """A world matrix moved by -origin: where the core has the object."""
         moved = np.array(matrix, dtype=np.float64)
