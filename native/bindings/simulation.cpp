@@ -141,6 +141,7 @@ void bind_simulation(SystemClass<D>& cls) {
                                d["self_contact_refusals"] = s.simulator().self_contact_refusals;
                                d["self_contact_relistings"] = s.simulator().self_contact_relistings;
                                d["self_contact_listings"] = s.simulator().self_contact_listings;
+                               d["self_contact_evaluations"] = s.simulator().self_contact_evaluations;
                                return d;
                              })
       .def_property_readonly("num_unknowns", &S::num_unknowns)

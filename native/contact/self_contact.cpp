@@ -282,16 +282,20 @@ void segment_parameters(const Vec3& a0, const Vec3& a1, const Vec3& b0, const Ve
 
 bool stays_apart(const SelfContactPair& p, const std::vector<Vec3>& moved) {
   if (!(p.clearance > 0)) return false;
-  const int split = p.kind == SelfContactPair::kEdgeEdge ? 2 : 1;
-  const Vec3& common = moved[p.v[0]];
+  return stays_apart(p.kind, p.clearance, {moved[p.v[0]], moved[p.v[1]], moved[p.v[2]], moved[p.v[3]]});
+}
+
+bool stays_apart(SelfContactPair::Kind kind, double clearance, const std::array<Vec3, 4>& moves) {
+  if (!(clearance > 0)) return false;
+  const int split = kind == SelfContactPair::kEdgeEdge ? 2 : 1;
   double first = 0, second = 0;
   for (int j = 0; j < 4; ++j) {
-    const double m = (moved[p.v[j]] - common).norm();
+    const double m = (moves[j] - moves[0]).norm();
     if (!(m >= 0)) return false;  // NaN: evaluated, and the forces tell
     double& part = j < split ? first : second;
     part = std::max(part, m);
   }
-  return first + second < p.clearance;
+  return first + second < clearance;
 }
 
 Displacements::Displacements(std::vector<Vec3> moved_, const std::vector<int>& points)
@@ -830,7 +834,11 @@ SelfContactTerms SelfContact::terms(const SelfContactPair& pair, const std::arra
                                     const std::array<Vec3, 4>& v, double g_ref) const {
   SelfContactTerms out;
   const Nearest at = nearest(pair, x);
-  if (!at.ok || at.distance >= pair.distance) return out;
+  if (!at.ok) return out;
+  if (at.distance >= pair.distance) {
+    out.clearance = at.distance - pair.distance;  // (on its own side: the distance's size)
+    return out;
+  }
   // The colliders' law, on the vector between the nearest points and its velocity: the
   // distance's derivative by vertex j is w_j n (the nearest points are where the distance
   // is least, so their own motion does not change it).

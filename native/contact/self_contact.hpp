@@ -28,6 +28,7 @@
 #include <Eigen/Geometry>
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct SelfContactPair {
 // alone (test_pairs_apart_skip_only_pairs_that_cannot_touch). A displacement that is not
 // finite: not apart.
 bool stays_apart(const SelfContactPair& p, const std::vector<Vec3>& moved);
+// The same bound for a pair `clearance` beyond its distance somewhere, its vertices (in the
+// pair's order) displaced by `moves` from there.
+bool stays_apart(SelfContactPair::Kind kind, double clearance, const std::array<Vec3, 4>& moves);
 
 // The displacements of stays_apart, with each point's distance r from the points' mean
 // displacement: since |moved_i - moved_j| <= r_i + r_j, a pair whose bound through the
@@ -95,6 +99,9 @@ struct Displacements {
 // the normal is left out, as the colliders' penalty leaves it out on flat faces).
 struct SelfContactTerms {
   bool touching = false;
+  // m, how far beyond its distance a pair that does not touch is (NaN: not known, as for
+  // parts without a direction or edges turned parallel).
+  double clearance = std::numeric_limits<double>::quiet_NaN();
   double energy = 0.0;
   std::array<Vec3, 4> f{Vec3::Zero(), Vec3::Zero(), Vec3::Zero(), Vec3::Zero()};
   std::array<double, 4> w{0, 0, 0, 0};

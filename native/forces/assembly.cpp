@@ -261,16 +261,33 @@ std::vector<std::pair<int, SelfContactTerms>> Simulator<D>::self_contact_terms(c
     // on any number of workers.
     const int chunks = chunk_count(n, kSelfPairGrain);
     std::vector<std::vector<std::pair<int, SelfContactTerms>>> found(chunks);
+    std::vector<long> evaluated(chunks, 0);
+    const bool seen = self_seen_apart_.size() == self_pairs_.size();
     WorkerPool::shared().run(chunks, [&](int c) {
       const long last = chunk_begin(n, chunks, c + 1);
       for (long k = chunk_begin(n, chunks, c); k < last; ++k) {
         const SelfContactPair& pair = self_pairs_[k];
         if (since && displaced.apart(pair)) continue;
-        SelfContactTerms t = self_contact_terms(pair, kin);
-        if (t.touching) found[c].emplace_back(static_cast<int>(k), t);
+        std::array<Vec3, 4> x, v;
+        pair_state(pair, kin, x, v);
+        // (each pair is in one chunk: its entry is this worker's alone)
+        if (seen && self_seen_apart_[k].clearance > 0) {
+          const std::array<Vec3, 4>& then = self_seen_apart_[k].at;
+          if (stays_apart(pair.kind, self_seen_apart_[k].clearance,
+                          {x[0] - then[0], x[1] - then[1], x[2] - then[2], x[3] - then[3]}))
+            continue;
+        }
+        SelfContactTerms t = model_.self_contact.terms(pair, x, v, contact_gravity());
+        ++evaluated[c];
+        if (t.touching) {
+          found[c].emplace_back(static_cast<int>(k), t);
+        } else if (seen) {
+          self_seen_apart_[k] = {x, t.clearance};
+        }
       }
     });
     for (auto& chunk : found) out.insert(out.end(), chunk.begin(), chunk.end());
+    for (long e : evaluated) self_contact_evaluations += e;
   }
   return out;
 }
@@ -281,12 +298,18 @@ SelfContactTerms Simulator<D>::self_contact_terms(const SelfContactPair& pair, c
     return {};
   } else {
     std::array<Vec3, 4> x, v;
-    for (int j = 0; j < 4; ++j) {
-      const Connector at = vertex(pair.v[j]);
-      x[j] = kin.pos(at);
-      v[j] = kin.vel(at);
-    }
+    pair_state(pair, kin, x, v);
     return model_.self_contact.terms(pair, x, v, contact_gravity());
+  }
+}
+
+template <int D>
+void Simulator<D>::pair_state(const SelfContactPair& pair, const Kinematics& kin, std::array<Vec3, 4>& x,
+                              std::array<Vec3, 4>& v) const {
+  for (int j = 0; j < 4; ++j) {
+    const Connector at = vertex(pair.v[j]);
+    x[j] = kin.pos(at);
+    v[j] = kin.vel(at);
   }
 }
 

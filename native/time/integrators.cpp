@@ -743,6 +743,7 @@ template <int D>
 void Simulator<D>::list_pairs(std::vector<SelfContactPair> pairs, const Kinematics& start,
                               const std::vector<Vec3>& listed_at) {
   self_pairs_ = std::move(pairs);
+  self_seen_apart_.assign(self_pairs_.size(), PairSeenApart());
   self_listing_positions_ = listed_at;
   if (!energy_test_.active) return;
   double added = 0;

@@ -124,6 +124,9 @@ class Simulator {
   long self_contact_refusals = 0;
   long self_contact_relistings = 0;
   long self_contact_listings = 0;  // steps whose pairs were listed (not kept from the last)
+  // Pairs' forces evaluated (at assemblies, residuals and energies): those not skipped as
+  // apart since listed or since last seen apart.
+  mutable long self_contact_evaluations = 0;
 
   // ---- diagnostics ----
   int last_newton_iterations = 0;
@@ -312,6 +315,22 @@ class Simulator {
   // its order: evaluated on the workers, those that cannot touch yet skipped (stays_apart).
   std::vector<std::pair<int, SelfContactTerms>> self_contact_terms(const Kinematics& kin) const;
   SelfContactTerms self_contact_terms(const SelfContactPair& pair, const Kinematics& kin) const;  // one pair
+  // The positions and velocities of a pair's vertices at kin (3-D only).
+  void pair_state(const SelfContactPair& pair, const Kinematics& kin, std::array<Vec3, 4>& x,
+                  std::array<Vec3, 4>& v) const;
+  // Where each listed pair was last evaluated not touching, and how far beyond its
+  // distance it was there (NaN: not since listed; one per pair of self_pairs_, set anew by
+  // list_pairs). A pair whose vertices have since moved relative to each other by less
+  // is still beyond it (stays_apart) and is not evaluated: Newton's iterates in a step
+  // move little, and most pairs evaluated apart at one are apart at the next. Only pairs
+  // that stay beyond their distance are skipped, as stays_apart skips them since the
+  // listing, so the forces are the same bits
+  // (test_pairs_evaluated_apart_are_spared_while_they_stay_apart).
+  struct PairSeenApart {
+    std::array<Vec3, 4> at;
+    double clearance = std::numeric_limits<double>::quiet_NaN();
+  };
+  mutable std::vector<PairSeenApart> self_seen_apart_;
   // The cure a failed step names when it knows a better one than the usual (empty: none).
   std::string step_cure_;
   static constexpr const char* kCrossingCure =
