@@ -294,15 +294,23 @@ def self_collision_distance(positions: np.ndarray, arrays: MeshArrays, settings:
     if settings.self_collision_distance > 0:
         return float(settings.self_collision_distance)
     lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
-    distance = AUTO_DISTANCE_OF_EDGE * float(np.median(lengths))
+    median = float(np.median(lengths))
+    distance = AUTO_DISTANCE_OF_EDGE * median
     core = import_core()
-    closest, _ = core.closest_parts(positions, core.triangles_of_faces(arrays.faces), arrays.edges,
-                                    distance / AUTO_DISTANCE_OF_CLOSEST)
+    closest, where = core.closest_parts(positions, core.triangles_of_faces(arrays.faces), arrays.edges,
+                                        distance / AUTO_DISTANCE_OF_CLOSEST)
     distance = min(distance, AUTO_DISTANCE_OF_CLOSEST * closest)
     if not distance > 0:
         raise BakeError("self-collision: parts of the mesh that share no vertex touch as modelled (or an "
                         "edge has length 0), so no distance can keep them apart: separate them, or turn "
                         "Self Collision off")
+    # The core refuses a distance this far below the edges (the steps would shrink with it):
+    # parts this close as modelled are nearly touching (test_parts_nearly_touching_are_named).
+    if distance < core.SELF_LEAST_DISTANCE_OF_EDGE * median:
+        raise BakeError(f"self-collision: {where} share no vertex but are only {closest:.3g} m apart as "
+                        f"modelled, less than a five-hundredth of the median edge ({median:.3g} m): an "
+                        "automatic distance that small would stall the bake. Separate them, or turn Self "
+                        "Collision off")
     return distance
 
 
@@ -330,9 +338,13 @@ def self_collision_distances(parts: list) -> list:
         labels[starts[k]:starts[k + 1]] = 1
         closest, _ = core.closest_parts(x, triangles, edges, distances[i] / AUTO_DISTANCE_OF_CLOSEST, labels)
         distances[i] = min(distances[i], AUTO_DISTANCE_OF_CLOSEST * closest)
-        if not distances[i] > 0:
-            raise BakeError("self-collision: objects baked together touch as modelled, so no distance can keep "
-                            "them apart: separate them, or turn Self Collision off for one of them")
+        arrays, positions = parts[i][0], parts[i][2]
+        median = float(np.median(np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]],
+                                                axis=1)))
+        if not distances[i] >= core.SELF_LEAST_DISTANCE_OF_EDGE * median:  # (as self_collision_distance)
+            raise BakeError(f"self-collision: objects baked together are only {closest:.3g} m apart as modelled, "
+                            "so no distance can keep them apart without stalling the bake: separate them, or "
+                            "turn Self Collision off for one of them")
     return distances
 
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <type_traits>
 
@@ -25,6 +26,31 @@ std::string fmt(double x) {
 template <class V>
 bool all_finite(const V& v) {
   return v.allFinite();
+}
+
+// The diagonal of the box around the points.
+double extent_of(const std::vector<Vec3>& x, const std::vector<int>& points) {
+  Eigen::AlignedBox3d box;
+  box.setEmpty();
+  for (int v : points) box.extend(x[v]);
+  return points.empty() ? 0.0 : box.diagonal().norm();
+}
+
+// The median length of the edges (0: none).
+double median_edge(const std::vector<Vec3>& x, const std::vector<std::array<int, 2>>& edges) {
+  std::vector<double> lengths;
+  for (const auto& e : edges) lengths.push_back((x[e[1]] - x[e[0]]).norm());
+  if (lengths.empty()) return 0.0;
+  std::nth_element(lengths.begin(), lengths.begin() + lengths.size() / 2, lengths.end());
+  return lengths[lengths.size() / 2];
+}
+
+// The least positive distance of the points that collide (inf: none).
+double least_distance(const SelfContact& contact, const std::vector<double>& distance) {
+  double least = std::numeric_limits<double>::infinity();
+  for (int v : contact.points())
+    if (distance[v] > 0) least = std::min(least, distance[v]);
+  return least;
 }
 
 // An error message: a string, or a function that makes one. Why a function: every mass
@@ -352,9 +378,10 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
       std::snprintf(text, sizeof text, "%.3g m", x);
       return std::string(text);
     };
-    // Parts that touch as built (duplicate vertices, objects placed inside each other): no
-    // distance helps (test_parts_that_touch_as_built_are_named_as_such).
-    if (closest < 1e-6 * keeps)
+    // Parts that touch as built (duplicate vertices, objects placed inside each other, or
+    // apart by round-off: a millionth of the mesh's size): no distance helps
+    // (test_parts_that_touch_as_built_are_named_as_such).
+    if (closest < kSelfTouchingShare * extent_of(built, next.points()))
       throw InputError("self-collision: " + where + " share no vertex but touch as built (" + metres(closest) +
                        " apart): duplicate vertices, or parts placed inside each other. Merge the vertices "
                        "(Merge by Distance) or move the parts apart by more than the self-collision distance " +
@@ -363,7 +390,16 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
       throw InputError("the self-collision distance " + metres(keeps) + " is more than the mesh can hold: " + where +
                        " share no vertex but are " + metres(closest) +
                        " apart as built, and would push each other apart at rest. Use a distance below " +
-                       metres(closest) + ", or a finer mesh");
+                       metres(closest) + ", or model those parts farther apart");
+    // A distance far below the edges: a step may move a vertex by little more than it,
+    // so the steps shrink with it and the bake stalls (an 8 x 8 sheet of 5 cm edges at
+    // 1e-9 m ran for minutes a frame; test_a_distance_far_below_the_edges_is_refused).
+    const double least = least_distance(next, distance), edge = median_edge(built, next.edges());
+    if (least < kSelfLeastDistanceOfEdge * edge)
+      throw InputError("the self-collision distance " + metres(least) + " is less than " +
+                       metres(kSelfLeastDistanceOfEdge * edge) + " (a thousandth of the median edge, " + metres(edge) +
+                       "): steps would have to be as short as the distance is small, and the bake would stall. "
+                       "Use a larger distance");
   }
   model_.self_contact = std::move(next);
   changed(kSelfContact);

@@ -728,6 +728,25 @@ def test_parts_that_touch_as_built_are_named_as_such():
                                      stiffness=2000.0, self_collision_distance=0.004))
 
 
+def test_a_distance_far_below_the_edges_is_refused():
+    """A distance under a thousandth of the median edge would shrink the steps with it (an
+    8 x 8 sheet of 5 cm edges at 1e-9 m ran for minutes a frame): refused, with the least
+    it takes. A distance far above what the mesh holds says so, not that parts touch."""
+    x, edges = rope(10, 0.5, (0, 0, 0), (1, 0, 0))  # segments of 5 cm
+    def build(distance):
+        return ms.build_system(ms.Structure(positions=x, edges=edges, total_mass=0.1, stiffness=2000.0,
+                                            self_collision_distance=distance))
+    with pytest.raises(ValueError, match=r"distance 1e-06 m is less than 5e-05 m \(a thousandth of the median "
+                                         r"edge, 0.05 m\).* stall"):
+        build(1e-6)
+    assert build(1e-4).stats["steps"] == 0  # twice the least: taken
+    bent, bent_edges = rope(10, 0.5, (0, 0, 0), (1, 0, 0))
+    bent[6:] = bent[5] + (bent[6:] - bent[5]) @ np.diag([-1, 1, 1]) + (0, 0.1, 0)  # folded back 10 cm away
+    with pytest.raises(ValueError, match="more than the mesh can hold.* model those parts farther apart"):
+        ms.build_system(ms.Structure(positions=bent, edges=bent_edges, total_mass=0.1, stiffness=2000.0,
+                                     self_collision_distance=1e6))
+
+
 def test_only_colliding_vertices_must_keep_to_the_margin():
     """A rope whipping down from level (no self-collision) simulated with a short wire
     falling freely far away (self-collision at 1 mm): the rope's vertices end its steps

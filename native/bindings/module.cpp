@@ -99,6 +99,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MULTIGRID_MIN_MASSES") = Simulator<3>::kMultigridMinMasses;
   m.attr("MULTIGRID_MIN_MASSES_CONTROLLED") = Simulator<3>::kMultigridMinMassesControlled;
   m.attr("INTEGRATOR_TABLE") = integrator_table();
+  m.attr("SELF_LEAST_DISTANCE_OF_EDGE") = kSelfLeastDistanceOfEdge;
   py::module_ laws = m.def_submodule("laws");
   bind_laws(laws);
   py::module_ step = m.def_submodule("step");

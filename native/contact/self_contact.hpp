@@ -36,6 +36,11 @@
 
 namespace ms {
 
+// Self-collision's checks of the mesh as built (System::set_self_contact): parts nearer
+// than this share of the mesh's size touch; a distance below this share of the median
+// edge is refused (the steps would shrink with it).
+constexpr double kSelfTouchingShare = 1e-6, kSelfLeastDistanceOfEdge = 1e-3;
+
 // A pair listed for one step: vertices {point, a, b, c} of a vertex and a triangle,
 // {a0, a1, b0, b1} of two edges, or {point, a, b, b} of a vertex and an edge.
 struct SelfContactPair {

@@ -17,6 +17,7 @@ from ._core import (  # noqa: F401  (re-exported API)
     MASS,
     MULTIGRID_MIN_MASSES,
     MULTIGRID_MIN_MASSES_CONTROLLED,
+    SELF_LEAST_DISTANCE_OF_EDGE,
     Chain,
     Connector,
     DistanceConstraint,
@@ -51,7 +52,7 @@ INTEGRATOR_INFO = tuple(IntegratorInfo(*row) for row in INTEGRATOR_TABLE)
 INTEGRATORS = tuple(info.name for info in INTEGRATOR_INFO)
 
 __all__ = [
-    "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
+    "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "SELF_LEAST_DISTANCE_OF_EDGE", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring", "WireBending",
     "HingeBending", "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "closest_parts", "from_arrays", "scattered_vertex_order",
     "get_num_threads", "set_num_threads", "usable_cores",
