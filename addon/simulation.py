@@ -285,6 +285,11 @@ AUTO_DISTANCE_OF_EDGE = 0.25
 AUTO_DISTANCE_OF_CLOSEST = 0.5
 
 
+def median_edge_length(positions: np.ndarray, arrays: MeshArrays) -> float:
+    """The median length of the mesh's edges at `positions` (world metres)."""
+    return float(np.median(np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)))
+
+
 def self_collision_distance(positions: np.ndarray, arrays: MeshArrays, settings: SimulationSettings) -> float:
     """The self-collision distance of a bake in world metres: 0 when it is off, the
     setting when it is set, else automatic (AUTO_DISTANCE_OF_EDGE,
@@ -293,8 +298,7 @@ def self_collision_distance(positions: np.ndarray, arrays: MeshArrays, settings:
         return 0.0
     if settings.self_collision_distance > 0:
         return float(settings.self_collision_distance)
-    lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
-    median = float(np.median(lengths))
+    median = median_edge_length(positions, arrays)
     distance = AUTO_DISTANCE_OF_EDGE * median
     core = import_core()
     closest, where = core.closest_parts(positions, core.triangles_of_faces(arrays.faces), arrays.edges,
@@ -338,9 +342,7 @@ def self_collision_distances(parts: list) -> list:
         labels[starts[k]:starts[k + 1]] = 1
         closest, _ = core.closest_parts(x, triangles, edges, distances[i] / AUTO_DISTANCE_OF_CLOSEST, labels)
         distances[i] = min(distances[i], AUTO_DISTANCE_OF_CLOSEST * closest)
-        arrays, positions = parts[i][0], parts[i][2]
-        median = float(np.median(np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]],
-                                                axis=1)))
+        median = median_edge_length(parts[i][2], parts[i][0])
         if not distances[i] >= core.SELF_LEAST_DISTANCE_OF_EDGE * median:  # (as self_collision_distance)
             raise BakeError(f"self-collision: objects baked together are only {closest:.3g} m apart as modelled, "
                             "so no distance can keep them apart without stalling the bake: separate them, or "
