@@ -394,7 +394,9 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
     // A distance far below the edges: a step may move a vertex by little more than it,
     // so the steps shrink with it and the bake stalls (an 8 x 8 sheet of 5 cm edges at
     // 1e-9 m ran for minutes a frame; test_a_distance_far_below_the_edges_is_refused).
-    const double least = least_distance(next, distance), edge = median_edge(built, next.edges());
+    // (the caller's edges: the mesh's, as the add-on measures them, not the quads' diagonals)
+    const double least = least_distance(next, distance);
+    const double edge = median_edge(built, edges.empty() ? next.edges() : edges);
     if (least < kSelfLeastDistanceOfEdge * edge)
       throw InputError("the self-collision distance " + metres(least) + " is less than " +
                        metres(kSelfLeastDistanceOfEdge * edge) + " (a thousandth of the median edge, " + metres(edge) +
