@@ -223,7 +223,8 @@ class MassSpringSettings(bpy.types.PropertyGroup):
         description="How far apart parts of the structure keep (m, in world space; like "
                     "Cloth's self-collision distance). 0: automatic, a quarter of the median "
                     "edge length, less where the mesh as modelled has parts closer, or "
-                    "another object baked with it comes closer (at most half of either gap)",
+                    "another object baked with it comes closer (at most half of either gap). "
+                    "At least a thousandth of the median edge",
         default=0.0, min=0.0, soft_max=1.0, unit='LENGTH', precision=4, step=0.1,
     )
     self_friction: FloatProperty(
