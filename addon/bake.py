@@ -395,6 +395,7 @@ class BakeJob:
         self._plan_sampling()
         self.finished = False
         self._staged: dict | None = None  # what stage() wrote, until finish()
+        self._record: dict | None = None  # the bake staged in the .blend (_write), until _commit
         # Set by GroupJob: the Parts simulated with this object and this object's place
         # among them (BakeResult.simulation_inputs).
         self.group: tuple | None = None
@@ -570,7 +571,11 @@ class BakeJob:
         self._staged = staged
 
     def discard(self) -> None:
-        """Remove what stage() wrote (the bake is not finished)."""
+        """Remove what stage() and _write() staged (the bake is not finished); any
+        previous bake stays as it was."""
+        if self._record is not None:
+            writers.discard_staged(self.obj, self._record)
+            self._record = None
         part = (self._staged or {}).get("part")
         if part and os.path.exists(part):
             os.remove(part)
@@ -580,30 +585,41 @@ class BakeJob:
         """Replace any previous bake by this one. Nothing half-written on failure."""
         return finish_all([self])[0]
 
-    def _write(self, begin: float) -> BakeResult:
-        """Write the bake into the .blend (its PC2 file is already in place)."""
+    def _write(self) -> None:
+        """Write the bake into the .blend next to any previous bake (its PC2 file is
+        already in place): staged, for _commit to put in place of the previous one."""
         obj = self.obj
-        local = self.simulation.local_positions
-        previous = writers.free_bake(obj)
         try:
             if self.output == 'PC2':
                 record = writers.add_mesh_cache(obj, self._staged["stored"], int(self.frames[0]))
             else:
-                record = writers.write_shape_keys(obj, self.frames, local)
+                record = writers.write_shape_keys(obj, self.frames, self.simulation.local_positions)
         except Exception as ex:
-            lost = " (the previous bake was removed)" if previous else ""
-            raise BakeError(f"'{obj.name}': writing the bake failed{lost}: {ex}") from ex
+            raise BakeError(f"'{obj.name}': writing the bake failed: {ex}") from ex
+        self._record = record
         try:
             record["forces"] = self._write_forces()
         except Exception as ex:
-            writers.free_bake(obj, record)
-            lost = " (the previous bake was removed)" if previous else ""
-            raise BakeError(f"'{obj.name}': writing the bake's forces failed{lost}: {ex}") from ex
+            raise BakeError(f"'{obj.name}': writing the bake's forces failed: {ex}") from ex
         record["colliders"] = self.colliders.names if self.colliders is not None else []
         record["frame_start"] = int(self.frames[0])
         record["frame_end"] = int(self.frames[-1])
         record["totals"] = report_totals(self.simulation.report)
-        writers.store_record(obj, record)
+        try:
+            writers.store_record(obj, record, writers.STAGED_RECORD)
+        except Exception as ex:
+            raise BakeError(f"'{obj.name}': storing the bake's record failed: {ex}") from ex
+
+    def _commit(self, begin: float) -> BakeResult:
+        """Put the staged bake in place of the previous one (writers.commit)."""
+        obj = self.obj
+        try:
+            writers.commit(obj, self._record, writers.bake_record(obj))
+        except Exception as ex:
+            raise BakeError(f"'{obj.name}': putting the new bake in place failed: {ex}") from ex
+        self._record = None
+        if obj.mass_spring.show_forces and forces.has_data(obj):
+            forces.show(obj)
         from . import live
         live.after_bake(obj)
         self.finished = True
@@ -614,7 +630,7 @@ class BakeJob:
             frame_end=int(self.frames[-1]),
             simulate_seconds=self.simulate_seconds,
             write_seconds=time.perf_counter() - begin,
-            local_positions=local,
+            local_positions=self.simulation.local_positions,
             warnings=list(self.warnings) + pressed_warning(self.object_name, self.simulation),
             pc2_file=self._staged.get("file", ""),
             report=list(self.simulation.report),
@@ -640,8 +656,6 @@ class BakeJob:
                                  sim.local_positions, sim.rod_forces)
         part = forces.write(self.obj, data, self.frames)
         part["range"] = data.force_range
-        if self.obj.mass_spring.show_forces:
-            forces.show(self.obj)
         return part
 
 
@@ -953,8 +967,10 @@ def bake_scene(scene, *, progress=None, should_cancel=None, budget_seconds: floa
 def finish_all(jobs: list[BakeJob], swap: writers.FileSwap | None = None) -> list[BakeResult]:
     """Write the bakes of simulated `jobs`, all or nothing as far as files go: every job is
     checked and its PC2 file written under a temporary name before any replaces a file,
-    and if writing any bake fails, every PC2 file is put back byte for byte and the bakes
-    already written in the .blend are removed again (tests/test_addon_safety.py).
+    and every bake is written into the .blend next to the previous one (staged) before any
+    previous bake is removed. If writing any bake fails, every PC2 file is put back byte
+    for byte, the staged bakes are removed again and every previous bake stays as it was
+    (tests/test_addon_safety.py).
     `swap`: a writers.FileSwap to put the PC2 files in place with, which the caller
     commits, or rolls back if what it writes next fails (the headless command's report
     and .blend); without it they are committed here."""
@@ -974,7 +990,6 @@ def finish_all(jobs: list[BakeJob], swap: writers.FileSwap | None = None) -> lis
         raise
     own_swap = swap is None
     swap = writers.FileSwap() if own_swap else swap
-    results = []
     try:
         for job in jobs:
             if job.output == 'PC2':
@@ -984,15 +999,20 @@ def finish_all(jobs: list[BakeJob], swap: writers.FileSwap | None = None) -> lis
                     raise BakeError(f"'{job.object_name}': could not write the PC2 file "
                                     f"{job._staged['file']}: {ex}") from ex
         for job in jobs:
-            results.append(job._write(begin))
+            job._write()
     except BaseException:
         swap.roll_back()
-        for job, _ in zip(jobs, results):
-            writers.free_bake(job.obj)
-            job.finished = False
         for job in jobs:
             job.discard()
         raise
-    if own_swap:
-        swap.commit()
+    # Every bake is written: only now is any previous one removed.
+    results = []
+    try:
+        for job in jobs:
+            results.append(job._commit(begin))
+    finally:
+        for job in jobs[len(results):]:  # a commit failed (removing or renaming): not rolled back
+            job.discard()
+        if own_swap:
+            swap.commit()  # the committed bakes play the new files
     return results

@@ -96,9 +96,16 @@ def force_data(arrays, stiffness: float, springs: np.ndarray, rods: np.ndarray,
 
 # ------------------------------------------------------------------------- on the object
 
+def staged_name(name: str) -> str:
+    """An attribute's name while its bake is staged (writers.commit gives the final name)."""
+    return ".staged " + name
+
+
 def write(obj, data: ForceData, frames) -> dict:
-    """Store `data` on the mesh and add the data modifier after the baked motion. Returns
-    the bake record's part; on any exception everything added is removed again."""
+    """Stage `data` on the mesh (under staged_name) and add the data modifier after the
+    baked motion; commit() puts them in place of a previous bake's. Returns the bake
+    record's part, with the final names; on any exception everything added is removed
+    again."""
     record = {"attributes": [], "modifier": ""}
     try:
         mesh = obj.data
@@ -118,18 +125,51 @@ def write(obj, data: ForceData, frames) -> dict:
         after_bake = next((i + 1 for i, m in enumerate(obj.modifiers) if m.type == 'MESH_CACHE'), 0)
         move_modifier(obj, modifier, after_bake)
     except BaseException:
-        remove(obj, record)
+        discard(obj, record)
         raise
     return record
 
 
 def _edge_attribute(mesh, name, kind, values, record) -> None:
-    old = mesh.attributes.get(name)
+    old = mesh.attributes.get(staged_name(name))  # left by a run that died while staging
     if old is not None:
         mesh.attributes.remove(old)
-    attribute = mesh.attributes.new(name, kind, 'EDGE')
-    record["attributes"].append(attribute.name)
+    attribute = mesh.attributes.new(staged_name(name), kind, 'EDGE')
+    record["attributes"].append(name)
     attribute.data.foreach_set("value", np.ascontiguousarray(values))
+
+
+def commit(obj, record: dict) -> None:
+    """Give the staged attributes and modifier of `record` (write's) their final names;
+    the previous bake's are removed already."""
+    attributes = obj.data.attributes
+    for name in record.get("attributes", []):
+        staged = attributes.get(staged_name(name))
+        if staged is None:
+            continue
+        old = attributes.get(name)  # one no record lists any more
+        if old is not None:
+            attributes.remove(old)
+        attributes[staged_name(name)].name = name
+    modifier = obj.modifiers.get(record.get("modifier", ""))
+    if modifier is not None and modifier.name != DATA_MODIFIER and obj.modifiers.get(DATA_MODIFIER) is None:
+        modifier.name = DATA_MODIFIER  # the previous bake's modifier had the name
+        record["modifier"] = modifier.name
+
+
+def discard(obj, record: dict) -> None:
+    """Remove what write() staged (the bake is not committed): the previous bake's forces,
+    shown or not, stay as they were."""
+    modifier = obj.modifiers.get(record.get("modifier", ""))
+    if modifier is not None and modifier.type == 'NODES':
+        obj.modifiers.remove(modifier)
+        obj.update_tag()
+    attributes = obj.data.attributes
+    for name in record.get("attributes", []):
+        attribute = attributes.get(staged_name(name))
+        if attribute is not None:
+            attributes.remove(attribute)
+    _remove_if_unused(bpy.data.node_groups, DATA_GROUP)
 
 
 def remove(obj, record: dict) -> None:

@@ -23,6 +23,12 @@ Two outputs:
 
 Everything the bake adds is listed in an ID property on the object (``BAKE_RECORD``), so
 Free Bake removes exactly that and nothing the user made.
+
+A new bake is written next to the previous one under names of its own (staged: shape keys
+``STAGED_KEY_PREFIX``, an action no one plays yet, the forces' attributes under
+``forces.staged_name``), and ``commit`` puts it in place of the previous one only once all
+of it is written: a write that fails halfway leaves the previous bake as it was
+(tests/test_addon_safety.py::test_a_failed_write_keeps_the_previous_bake).
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ import numpy as np
 from . import forces
 
 BAKE_RECORD = "_mass_spring_bake"  # leading underscore: hidden in the Custom Properties panel
+STAGED_RECORD = "_mass_spring_bake_staged"  # a staged bake's record, until commit()
 KEY_PREFIX = "MSB "
+STAGED_KEY_PREFIX = "MSB staged "  # a new bake's keys until commit() names them KEY_PREFIX
 BASIS_NAME = "Basis"
 MODIFIER_NAME = "Mass–Spring Bake"
 LIVE_MODIFIER_NAME = "Mass–Spring Live Preview"  # live.py's, never a bake's
@@ -53,22 +61,20 @@ LINEAR = 1  # enum value of 'LINEAR' in Keyframe.interpolation
 
 
 def new_action_fcurves(id_data, action_name: str):
-    """Create an action assigned to `id_data` and return (action, its F-curve collection).
+    """Create an action for `id_data`, not yet assigned (assign_action), and return (action,
+    its F-curve collection).
 
     Blender 4.2/4.3: ``action.fcurves``. 4.4/4.5: slotted actions, the channel bag has to be
     created through layers/strips (``action_get_channelbag_for_slot`` only finds it).
     5.0+: ``action_ensure_channelbag_for_slot`` (``Action.fcurves`` is gone).
     """
     action = bpy.data.actions.new(action_name)
-    anim = id_data.animation_data or id_data.animation_data_create()
-    anim.action = action
     if bpy.app.version < (4, 4, 0):
         return action, action.fcurves
 
     from bpy_extras import anim_utils
 
     slot = action.slots.new(id_type=id_data.id_type, name=id_data.name)
-    anim.action_slot = slot
     ensure = getattr(anim_utils, "action_ensure_channelbag_for_slot", None)
     if ensure is not None:
         channelbag = ensure(action, slot)
@@ -79,6 +85,14 @@ def new_action_fcurves(id_data, action_name: str):
             strip = layer.strips[0] if len(layer.strips) else layer.strips.new(type='KEYFRAME')
             channelbag = strip.channelbags.new(slot)
     return action, channelbag.fcurves
+
+
+def assign_action(id_data, action) -> None:
+    """Play `action` (made by new_action_fcurves, one slot) on `id_data`."""
+    anim = id_data.animation_data or id_data.animation_data_create()
+    anim.action = action
+    if bpy.app.version >= (4, 4, 0):
+        anim.action_slot = action.slots[0]
 
 
 def set_keyframes(fcurve, frames, values) -> None:
@@ -101,42 +115,71 @@ def shape_key_name(frame: int) -> str:
     return f"{KEY_PREFIX}{frame:04d}"
 
 
-def write_shape_keys(obj, frames, local_positions: np.ndarray) -> dict:
-    """One shape key per frame of `local_positions` (F, N, 3), plus the value F-curves.
-    Returns the bake record.
+def staged_key_name(frame: int) -> str:
+    return f"{STAGED_KEY_PREFIX}{frame:04d}"
 
-    The mesh must not have shape keys (the caller checks). On any exception everything
+
+def write_shape_keys(obj, frames, local_positions: np.ndarray) -> dict:
+    """Stage one shape key per frame of `local_positions` (F, N, 3) and the action of
+    their value F-curves; commit() puts them in place. Returns the bake record.
+
+    The mesh's only shape keys may be a previous bake's (the caller checks): they stay as
+    they are, and the new keys are relative to the same basis. The action is not assigned
+    yet and its F-curves already name the keys' final names. On any exception everything
     added so far is removed again.
     """
     frames = [int(f) for f in frames]
     mesh = obj.data
     record = {"output": "SHAPE_KEYS", "keys": [], "action": "", "basis": BASIS_NAME}
     try:
-        basis = obj.shape_key_add(name=BASIS_NAME, from_mix=False)
+        if mesh.shape_keys is None:
+            basis = obj.shape_key_add(name=BASIS_NAME, from_mix=False)
+        else:
+            basis = mesh.shape_keys.reference_key
         record["basis"] = basis.name
         key = mesh.shape_keys
         key.use_relative = True
         names = []
         for frame, positions in zip(frames, local_positions):
-            block = obj.shape_key_add(name=shape_key_name(frame), from_mix=False)
+            block = obj.shape_key_add(name=staged_key_name(frame), from_mix=False)
             block.data.foreach_set("co", np.ascontiguousarray(positions, dtype=np.float32).ravel())
             names.append(block.name)
             record["keys"] = names
         action, fcurves = new_action_fcurves(key, ACTION_PREFIX + obj.name)
         record["action"] = action.name
         last = len(frames) - 1
-        for i, (frame, name) in enumerate(zip(frames, names)):
+        for i, frame in enumerate(frames):
             # 1 at its own frame, 0 at the neighbours; constant extrapolation keeps the
             # first key on before the range and the last key on after it.
             neighbours = ([frames[i - 1]] if i > 0 else []) + [frame] + ([frames[i + 1]] if i < last else [])
             values = [0.0 if f != frame else 1.0 for f in neighbours]
-            fcurve = fcurves.new(f'key_blocks["{name}"].value', index=0)
+            fcurve = fcurves.new(f'key_blocks["{shape_key_name(frame)}"].value', index=0)
             set_keyframes(fcurve, neighbours, values)
         mesh.update()
     except BaseException:
         remove_shape_keys(obj, record)
         raise
     return record
+
+
+def commit_shape_keys(obj, record: dict) -> None:
+    """Give staged keys their final names (the previous bake's are gone) and play their
+    action. Renamed before the action is assigned: Blender rewrites the F-curve paths of
+    assigned actions on a rename, and these already name the final keys."""
+    key_blocks = obj.data.shape_keys.key_blocks
+    final = []
+    for name in record["keys"]:
+        block = key_blocks[name]
+        if name.startswith(STAGED_KEY_PREFIX):
+            block.name = KEY_PREFIX + name[len(STAGED_KEY_PREFIX):]
+        final.append(block.name)
+    record["keys"] = final
+    action = bpy.data.actions[record["action"]]
+    if action.name != ACTION_PREFIX + obj.name and bpy.data.actions.get(ACTION_PREFIX + obj.name) is None:
+        action.name = ACTION_PREFIX + obj.name  # the previous bake's action had the name
+    record["action"] = action.name
+    assign_action(obj.data.shape_keys, action)
+    obj.data.update()
 
 
 def remove_shape_keys(obj, record: dict) -> None:
@@ -307,26 +350,58 @@ def bake_record(obj) -> dict | None:
     return None if record is None else record.to_dict()
 
 
-def store_record(obj, record: dict) -> None:
-    obj[BAKE_RECORD] = record
+def store_record(obj, record: dict, name: str = BAKE_RECORD) -> None:
+    obj[name] = record
+
+
+def commit(obj, record: dict, previous: dict | None) -> None:
+    """Put the staged bake `record` in place of `previous` (the object's stored record, or
+    None): remove the previous bake, give the new one its final names, store its record.
+    The caller stored the record under STAGED_RECORD before, so that one Blender cannot
+    store failed before anything was removed."""
+    if previous is not None:
+        free_bake(obj, previous)
+    forces.commit(obj, record.get("forces", {}))
+    if record.get("output") == "SHAPE_KEYS":
+        commit_shape_keys(obj, record)
+    elif record.get("output") == "PC2":
+        modifier = obj.modifiers[record["modifier"]]
+        if modifier.name != MODIFIER_NAME and obj.modifiers.get(MODIFIER_NAME) is None:
+            modifier.name = MODIFIER_NAME  # the previous bake's modifier had the name
+        record["modifier"] = modifier.name
+    store_record(obj, record)
+    obj.pop(STAGED_RECORD, None)
+
+
+def discard_staged(obj, record: dict) -> None:
+    """Remove a staged bake that will not be committed; the previous bake stays."""
+    forces.discard(obj, record.get("forces", {}))
+    _remove_output(obj, record)
+    obj.pop(STAGED_RECORD, None)
 
 
 def free_bake(obj, record: dict | None = None) -> bool:
     """Remove exactly what the last bake added (shape keys and their action, or the Mesh
     Cache modifier; the forces' attributes and modifiers). The PC2 file itself stays on
     disk so that undo can bring the modifier back. Returns False when the object has no
-    bake. `record`: a bake being written that has no stored record yet."""
+    bake. `record`: the bake to remove, its stored record left for the caller to replace
+    (commit)."""
     stored = record is None
     record = bake_record(obj) if stored else record
     if record is None:
         return False
     forces.remove(obj, record.get("forces", {}))
+    _remove_output(obj, record)
+    if stored:
+        del obj[BAKE_RECORD]
+    return True
+
+
+def _remove_output(obj, record: dict) -> None:
+    """The shape keys and action, or the Mesh Cache modifier, `record` lists."""
     if record.get("output") == "SHAPE_KEYS":
         remove_shape_keys(obj, record)
     elif record.get("output") == "PC2":
         modifier = obj.modifiers.get(record.get("modifier", ""))
         if modifier is not None and modifier.type == 'MESH_CACHE':
             obj.modifiers.remove(modifier)
-    if stored:
-        del obj[BAKE_RECORD]
-    return True

@@ -70,7 +70,7 @@ def write_only(bpy, package, scene, obj, args) -> int:
         record = writers.add_mesh_cache(obj, "//bench.pc2", 1)
     else:
         record = writers.write_shape_keys(obj, frames, positions)
-    writers.store_record(obj, record)
+    writers.commit(obj, record, None)
     seconds = time.perf_counter() - begin
     print(f"write:    {seconds:.3f} s for {len(frames)} frames of synthetic motion "
           f"({seconds / len(frames) * 1000:.2f} ms/frame; limit {WRITE_LIMIT_SECONDS:g} s "

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_addon_helpers import make_grid, pin, require_bpy, submodule
+from test_addon_helpers import local_coordinates, make_grid, mesh_fingerprint, pin, require_bpy, submodule
 
 bpy = require_bpy()
 
@@ -158,7 +158,89 @@ def test_pc2_files_are_put_back_when_a_later_object_fails_to_write(saved, bake, 
     with pytest.raises(bake.BakeError, match="disk on fire"):
         bake.bake_scene(saved)
     assert checksums(tmp_path) == before  # both caches as they were, nothing left behind
-    assert not bake.has_bake(a)  # not a bake that plays the old file
+    for obj in (a, b):  # each keeps its previous bake, which plays its old file
+        assert obj.modifiers[0].type == 'MESH_CACHE' and len(obj.modifiers) == 2  # + forces
+        assert writers.bake_record(obj)["frame_end"] == 6
+
+
+# ----------------------------------------------------------------------------- a failed write
+
+def played(obj, frames) -> list:
+    """The object's vertices as played at `frames` (object space)."""
+    shown = []
+    for frame in frames:
+        bpy.context.scene.frame_set(frame)
+        shown.append(local_coordinates(obj))
+    bpy.context.scene.frame_set(1)
+    return shown
+
+
+def state(obj) -> tuple:
+    """The object's bake as a user meets it: what it holds, its record, how it plays."""
+    writers = submodule("writers")
+    return mesh_fingerprint(obj), writers.bake_record(obj), played(obj, (1, 3, 6))
+
+
+FAILURES = {  # where a write fails: (module, function)
+    "SHAPE_KEYS": ("writers", "write_shape_keys"),
+    "PC2": ("writers", "add_mesh_cache"),
+    "forces": ("forces", "write"),
+    "record": ("writers", "store_record"),
+}
+
+
+@pytest.mark.parametrize("failure", ["output", "forces", "record"])
+@pytest.mark.parametrize("before, after", [('SHAPE_KEYS', 'SHAPE_KEYS'), ('SHAPE_KEYS', 'PC2'),
+                                           ('PC2', 'SHAPE_KEYS'), ('PC2', 'PC2')])
+def test_a_failed_write_keeps_the_previous_bake(saved, bake, monkeypatch, failure, before, after):
+    # Before: the previous bake was removed before the new one was written, so a write
+    # that failed halfway lost it (and the forces', and a failed record left keys behind
+    # that the next bake refused as the user's own).
+    a = grid("A", output=before, pc2_path="//a.pc2", show_forces=True)
+    b = grid("B", x=3.0, output=before, pc2_path="//b.pc2", show_forces=True)
+    bake.bake_scene(saved)
+    kept = {obj.name: state(obj) for obj in (a, b)}
+    for obj in (a, b):
+        obj.mass_spring.output = after
+        obj.mass_spring.stiffness *= 3.0  # a re-bake writes other numbers
+    module, name = FAILURES[after if failure == "output" else failure]
+    original = getattr(submodule(module), name)
+
+    def fail_for_b(obj, *args):
+        if obj.name == "B":
+            raise RuntimeError("out of memory")
+        return original(obj, *args)
+    monkeypatch.setattr(submodule(module), name, fail_for_b)
+    with pytest.raises(bake.BakeError, match="out of memory"):
+        bake.bake_scene(saved)
+    for obj in (a, b):  # A was written, B failed: neither bake replaced its previous one
+        now = state(obj)
+        assert now[:2] == kept[obj.name][:2]
+        np.testing.assert_array_equal(now[2], kept[obj.name][2])
+    monkeypatch.undo()
+    results = {r.object_name: r for r in bake.bake_scene(saved)}  # and a re-bake replaces them
+    for obj in (a, b):
+        assert obj.mass_spring.output == after
+        for frame, shown in zip((1, 3, 6), played(obj, (1, 3, 6))):
+            np.testing.assert_allclose(shown, results[obj.name].local_positions[frame - 1], atol=1e-6)
+
+
+def test_a_re_bake_has_the_names_of_a_first_bake(saved, bake):
+    # The new bake is written next to the previous one under names of its own and renamed
+    # once the previous one is removed: no staged name, no ".001" stays.
+    forces = submodule("forces")
+    a = grid("A", show_forces=True)
+    bake.bake_object(saved, a)
+    first = mesh_fingerprint(a)
+    a.mass_spring.stiffness *= 3.0
+    result = bake.bake_object(saved, a)
+    again = mesh_fingerprint(a)
+    assert again["shape_keys"] == first["shape_keys"] == ["Basis"] + [f"MSB {f:04d}" for f in range(1, 7)]
+    for part in ("modifiers", "actions", "attributes", "keys"):
+        assert again[part] == first[part]
+    assert forces.has_data(a) and forces.shown(a)
+    for frame, shown in zip((2, 5), played(a, (2, 5))):
+        np.testing.assert_allclose(shown, result.local_positions[frame - 1], atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- shared meshes
