@@ -381,6 +381,10 @@ class BakeJob:
             found = colliders.scene_colliders(scene, obj, depsgraph)
             if found:
                 self.colliders = colliders.ColliderReader(found, depsgraph)
+                self.warnings += [
+                    f"collider '{name}' has no faces, so '{self.object_name}' passes through it: a "
+                    "Collision object collides with its faces (give it faces, or remove its Collision)"
+                    for name in self.colliders.faceless]
         self._frame_moved = False
         self.simulation: FrameSimulation | None = None
         self.started = time.perf_counter()
@@ -416,6 +420,21 @@ class BakeJob:
     @property
     def collider_frames(self):
         return self.colliders.frames if self.colliders is not None else None
+
+    def leave_out_colliders(self, objects) -> list[str]:
+        """Stop meeting the colliders among `objects`, and return their names. A simulation
+        taken over from a live preview that met them is dropped (it is not this bake's)."""
+        if self.colliders is None:
+            return []
+        met = self.colliders.objects
+        left_out = [o.name for o in met if any(o == b for b in objects)]
+        if left_out:
+            kept = [o for o in met if all(o != b for b in objects)]
+            depsgraph = bpy.context.evaluated_depsgraph_get()
+            self.colliders = colliders.ColliderReader(kept, depsgraph) if kept else None
+            self.simulation, self.simulate_seconds = None, 0.0
+            self._plan_sampling()
+        return left_out
 
     # -- progress ------------------------------------------------------------------------
 
@@ -676,7 +695,9 @@ class GroupJob:
     writes its own bake. Its members are BakeJobs whose simulation is their share of the
     group's (simulation.PartFrames); finish_all writes them as any."""
 
-    def __init__(self, jobs: list[BakeJob]):
+    def __init__(self, jobs: list[BakeJob], baked_with: list = ()):
+        """`baked_with`: the other objects baked in the same go, which they do not meet as
+        colliders (leave_out_baked_colliders)."""
         self.jobs = jobs
         first = jobs[0]
         self.scene, self.frames = first.scene, first.frames
@@ -686,6 +707,7 @@ class GroupJob:
             depsgraph = bpy.context.evaluated_depsgraph_get()
             found = colliders.scene_colliders(self.scene, [job.obj for job in jobs], depsgraph)
             first.colliders = colliders.ColliderReader(found, depsgraph) if found else None
+            first.warnings += baked_collider_warnings(self.object_name, first.leave_out_colliders(baked_with))
         for job in jobs[1:]:
             differ = solver_differences(first.settings, job.settings)
             if differ:
@@ -823,11 +845,19 @@ def colliding_groups(colliding: list, agree) -> dict:
     return groups
 
 
+def baked_collider_warnings(name: str, left_out: list[str]) -> list[str]:
+    return [f"'{name}' does not collide with '{other}', which is baked in the same go: its new motion "
+            f"is not known while '{name}' is simulated. Turn Self Collision on for both to bake them "
+            f"together, colliding, or bake '{other}' first and then '{name}' alone" for other in left_out]
+
+
 def simulation_runs(jobs: list[BakeJob]) -> list:
     """What to simulate for `jobs`, in their order: each job alone, but those with Self
     Collision on as one GroupJob (they collide with each other), if they bake the same
     frames and agree on meeting the scene's colliders; one that does not is simulated
-    alone, with a warning saying why."""
+    alone, with a warning saying why. An object baked in the same go is no collider of the
+    others: it would stand still in its modelled pose, or move as its previous bake did,
+    while its new bake moves otherwise (test_objects_baked_in_one_go_are_no_colliders_of_each_other)."""
     groups = colliding_groups([job for job in jobs if job.settings.self_collision],
                               lambda job: (tuple(job.frames), bool(job.stored_settings.use_collisions)))
     largest = max(groups.values(), key=len, default=[])
@@ -841,11 +871,13 @@ def simulation_runs(jobs: list[BakeJob]) -> list:
     runs, added = [], set()
     for job in jobs:
         members = next((m for m in groups.values() if job in m), [job])
+        others = [other.obj for other in jobs if other not in members]
         if len(members) == 1:
+            job.warnings += baked_collider_warnings(job.object_name, job.leave_out_colliders(others))
             runs.append(job)
         elif id(members) not in added:
             added.add(id(members))
-            run = GroupJob(members)
+            run = GroupJob(members, others)
             previewed = members[0].previewed_with  # live.hand_over
             if previewed is not None:
                 run.adopt(previewed)

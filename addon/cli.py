@@ -26,7 +26,7 @@ import bpy
 
 from . import bake, writers
 from .errors import BakeCancelled, BakeError
-from .properties import INTEGRATOR_ITEMS, MAX_FRAME
+from .properties import INTEGRATOR_ITEMS, MAX_FRAME, bending_model
 
 COMMAND = "mass_spring_bake"
 INTEGRATOR_NAMES = tuple(identifier.lower() for identifier, *_ in INTEGRATOR_ITEMS)
@@ -305,6 +305,11 @@ def bake_overrides(scene, obj, args) -> dict:
         overrides["bending_model"] = args.bending_model.upper()
     if args.bending_rigidity is not None:
         overrides["bending_rigidity"] = args.bending_rigidity
+        if bending_model(bake.BakeSettings(obj, overrides)) == 'LINEAR':
+            raise CommandError(
+                f"{obj.name!r} bends with the linear model (its Bending Stiffness springs), which "
+                "--bending-rigidity does not set: add --bending-model angular, or leave "
+                "--bending-rigidity out")
     for quantity in ("stiffness", "bending", "damping"):
         group = getattr(args, f"{quantity}_group")
         if group is not None:
@@ -483,8 +488,8 @@ def bake_objects(scene, objects, overrides: dict, output: str, interrupt, quiet:
         raise CommandError(one_line(ex)) from None
     try:
         runs = bake.simulation_runs(jobs)
-    except BakeError as ex:
-        raise BakeFailed(f"bake failed: {one_line(ex)}") from None
+    except BakeError as ex:  # objects that cannot be baked together, as set up
+        raise CommandError(one_line(ex)) from None
     for run in runs:
         _simulate_one(run, quiet, interrupt)
     interrupt.check()
@@ -533,8 +538,8 @@ def _new_job(scene, obj, overrides: dict):
     """The BakeJob of `obj`: everything checked, nothing simulated yet."""
     try:
         return bake.BakeJob(scene, obj, overrides)
-    except BakeError as ex:
-        raise BakeFailed(f"bake failed: {_named(obj.name, ex)}") from None
+    except BakeError as ex:  # refused before anything is simulated: the input's
+        raise CommandError(_named(obj.name, ex)) from None
 
 
 def _named(name: str, ex) -> str:

@@ -96,6 +96,8 @@ class ColliderReader:
             thickness.append(np.full(len(tris), float(obj.collision.thickness_outer)))
             friction.append(np.full(len(tris), float(obj.mass_spring_collision.friction)))
         self._counts = [(len(verts), len(tris)) for verts, tris in first[len(static):]]
+        # Collision acts on faces: edges and vertices alone are met by nothing.
+        self.faceless = [obj.name for obj, (_, tris) in zip(self.objects, first) if len(tris) == 0]
         self.frames = ColliderFrames(
             triangles=np.concatenate(triangles) if triangles else np.zeros((0, 3), np.int64),
             thickness=np.concatenate(thickness) if thickness else np.zeros(0),

@@ -137,10 +137,23 @@ def mesh_to_arrays(obj, settings=None) -> MeshArrays:
     if settings.pin_group:
         pinned = vertex_group_weights(obj, settings.pin_group, "pin") > PIN_THRESHOLD
 
-    def weight_map(name: str, purpose: str):
-        return vertex_group_weights(obj, name, purpose) if name else None
-
     linear = bending_model(settings) == 'LINEAR'
+    bends = (settings.bending_stiffness if linear else settings.bending_rigidity) > 0
+
+    def weight_map(name: str, purpose: str, used: bool = True):
+        """The group's weights; None without a group, or when what it scales is 0 (then
+        the group does nothing, and need not exist)."""
+        if not name or not used:
+            return None
+        weights = vertex_group_weights(obj, name, purpose)
+        if not weights.any():  # an empty group: surely not "no stiffness at all"
+            raise BakeError(
+                f"every vertex has weight 0 in the {purpose} vertex group '{name}', which scales "
+                f"the {purpose} of each edge by its vertices' weights: there would be no {purpose} "
+                "at all. Give the group weights (Weight Paint, or Assign in Edit Mode), or clear "
+                "the field to use the same value everywhere")
+        return weights
+
     if settings.stiffness_attribute:
         scale = edge_float_attribute(mesh, settings.stiffness_attribute)
     else:
@@ -162,8 +175,8 @@ def mesh_to_arrays(obj, settings=None) -> MeshArrays:
         rigid=edge_bool_attribute(mesh, RIGID_ATTRIBUTE),
         rope=edge_bool_attribute(mesh, ROPE_ATTRIBUTE),
         stiffness_weights=weight_map(settings.stiffness_group, "stiffness"),
-        bending_weights=weight_map(settings.bending_group, "bending"),
-        damping_weights=weight_map(settings.damping_group, "damping"),
+        bending_weights=weight_map(settings.bending_group, "bending", bends),
+        damping_weights=weight_map(settings.damping_group, "damping", settings.damping > 0),
         faces=faces(mesh) if settings.self_collision else [],
         pin_group=settings.pin_group,
         mass_group=settings.mass_group,

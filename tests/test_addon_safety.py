@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_addon_helpers import local_coordinates, make_grid, mesh_fingerprint, pin, require_bpy, submodule
+from test_addon_helpers import (local_coordinates, make_grid, make_mesh_object, mesh_fingerprint, pin, require_bpy,
+                                submodule)
 
 bpy = require_bpy()
 
@@ -516,3 +517,74 @@ def test_pc2_files_are_put_back_when_the_save_fails(saved, tmp_path):
     assert (tmp_path / "new" / "r.csv").read_text().startswith("object,frame,")
     assert submodule("writers").is_pc2_file(str(tmp_path / "A.pc2"))
     assert checksums(tmp_path)["A.pc2"] != before["A.pc2"]
+
+
+# ----------------------------------------------------------------------------- what a new user tries
+
+def test_objects_baked_in_one_go_are_no_colliders_of_each_other(saved, bake):
+    # Before: B, baked in the same go and with a Collision modifier, stood still in its
+    # modelled pose for A, which landed on it while B itself fell away.
+    a = grid("A")
+    b = grid("B")
+    b.location.z = 0.9  # 10 cm under A
+    b.modifiers.new("Collision", 'COLLISION')
+    results = {r.object_name: r for r in bake.bake_scene(saved)}
+    assert any("'A' does not collide with 'B'" in w and "baked in the same go" in w
+               for w in results["A"].warnings)
+    assert submodule("writers").bake_record(a)["colliders"] == []
+    b.modifiers.clear()
+    alone = bake.bake_object(saved, a)  # A with no collider at all: the very same motion
+    np.testing.assert_array_equal(results["A"].local_positions, alone.local_positions)
+    assert results["A"].local_positions[-1][:, 2].min() < -0.15  # fell past B's modelled pose
+
+
+def test_a_collider_without_faces_is_named(saved, bake):
+    wire = make_mesh_object("Wire", [(-1, -1, 0.5), (1, 1, 0.5)], edges=[(0, 1)])
+    wire.modifiers.new("Collision", 'COLLISION')
+    result = bake.bake_object(saved, grid("A"))
+    assert any("collider 'Wire' has no faces" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("purpose", ["stiffness", "bending", "damping"])
+def test_a_weight_group_of_only_zeros_is_refused(saved, bake, purpose):
+    # Before: an empty stiffness group made every spring slack, silently.
+    a = grid("A", bending_rigidity=1e-3, damping=0.1)
+    a.vertex_groups.new(name="Empty")
+    setattr(a.mass_spring, f"{purpose}_group", "Empty")
+    before = mesh_fingerprint(a)
+    refused(bake, saved, a, f"every vertex has weight 0 in the {purpose} vertex group 'Empty'")
+    assert mesh_fingerprint(a) == before
+
+
+def test_a_group_scaling_nothing_need_not_exist(saved, bake):
+    # Before: a missing bending group refused the bake of a structure that does not bend.
+    a = grid("A", bending_rigidity=0.0, damping=0.0, bending_group="Gone", damping_group="Gone too")
+    bake.bake_object(saved, a)
+    a.mass_spring.damping = 0.1  # now the damping group scales something: it must exist
+    refused(bake, saved, a, "the damping vertex group 'Gone too' does not exist")
+
+
+def test_bad_input_headless_exits_with_code_2(saved, tmp_path, capfd):
+    # Before: a missing vertex group, found when the object's bake was set up, exited with 1
+    # ("bake failed"), against the documented 2 for bad input.
+    cli = submodule("cli")
+    grid("A", stiffness_group="Gone")
+    output = tmp_path / "baked.blend"
+    args = cli.build_parser().parse_args([str(tmp_path / "scene.blend"), "--output", str(output), "--quiet"])
+    capfd.readouterr()
+    code = cli.report_errors("bake.py", lambda: cli.bake_and_save(saved, [bpy.data.objects["A"]], args,
+                                                                  str(output)))
+    err = capfd.readouterr().err
+    assert code == 2 and "'A': the stiffness vertex group 'Gone' does not exist" in err
+    assert not output.exists()
+
+
+def test_rigidity_for_the_linear_model_is_refused_headless(saved):
+    # Before: --bending-model linear --bending-rigidity 1 baked without bending, silently.
+    cli = submodule("cli")
+    a = grid("A")
+    parser = cli.build_parser()
+    args = cli.check_args(parser.parse_args(["in.blend", "--bending-model", "linear", "--bending-rigidity", "1"]),
+                          parser)
+    with pytest.raises(cli.CommandError, match="--bending-rigidity does not set"):
+        cli.bake_overrides(saved, a, args)
