@@ -305,7 +305,7 @@ def bake_overrides(scene, obj, args) -> dict:
         overrides["bending_model"] = args.bending_model.upper()
     if args.bending_rigidity is not None:
         overrides["bending_rigidity"] = args.bending_rigidity
-        if bending_model(bake.BakeSettings(obj, overrides)) == 'LINEAR':
+        if args.bending_rigidity > 0 and bending_model(bake.BakeSettings(obj, overrides)) == 'LINEAR':
             raise CommandError(
                 f"{obj.name!r} bends with the linear model (its Bending Stiffness springs), which "
                 "--bending-rigidity does not set: add --bending-model angular, or leave "

@@ -96,6 +96,13 @@ def force_data(arrays, stiffness: float, springs: np.ndarray, rods: np.ndarray,
 
 # ------------------------------------------------------------------------- on the object
 
+# A staged bake's modifiers and action carry this after their final names until
+# writers.commit: the previous bake's parts are removed by name, so no staged part may
+# hold one of those names, even where the user deleted or renamed the previous part
+# (test_a_re_bake_after_parts_of_the_bake_were_deleted_or_renamed).
+STAGED_SUFFIX = " (staged)"
+
+
 def staged_name(name: str) -> str:
     """An attribute's name while its bake is staged (writers.commit gives the final name)."""
     return ".staged " + name
@@ -116,7 +123,7 @@ def write(obj, data: ForceData, frames) -> dict:
         if data.rod_forces.shape[1]:
             for frame, values in zip(frames, data.rod_forces):
                 _edge_attribute(mesh, rod_force_name(frame), 'FLOAT', values, record)
-        modifier = obj.modifiers.new(DATA_MODIFIER, 'NODES')
+        modifier = obj.modifiers.new(DATA_MODIFIER + STAGED_SUFFIX, 'NODES')
         record["modifier"] = modifier.name
         modifier.node_group = data_group()
         set_modifier_inputs(modifier, {"Force Range": data.force_range,
@@ -152,8 +159,8 @@ def commit(obj, record: dict) -> None:
             attributes.remove(old)
         attributes[staged_name(name)].name = name
     modifier = obj.modifiers.get(record.get("modifier", ""))
-    if modifier is not None and modifier.name != DATA_MODIFIER and obj.modifiers.get(DATA_MODIFIER) is None:
-        modifier.name = DATA_MODIFIER  # the previous bake's modifier had the name
+    if modifier is not None:
+        modifier.name = DATA_MODIFIER  # (Blender adds ".001" if a modifier of the user's has it)
         record["modifier"] = modifier.name
 
 

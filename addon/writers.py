@@ -51,6 +51,7 @@ BASIS_NAME = "Basis"
 MODIFIER_NAME = "Mass–Spring Bake"
 LIVE_MODIFIER_NAME = "Mass–Spring Live Preview"  # live.py's, never a bake's
 ACTION_PREFIX = "MassSpringBake "
+STAGED_SUFFIX = forces.STAGED_SUFFIX
 PC2_HEADER = struct.Struct("<12siiffi")
 PC2_MAGIC = b"POINTCACHE2\0"
 LINEAR = 1  # enum value of 'LINEAR' in Keyframe.interpolation
@@ -145,7 +146,8 @@ def write_shape_keys(obj, frames, local_positions: np.ndarray) -> dict:
             block.data.foreach_set("co", np.ascontiguousarray(positions, dtype=np.float32).ravel())
             names.append(block.name)
             record["keys"] = names
-        action, fcurves = new_action_fcurves(key, ACTION_PREFIX + obj.name)
+        # (staged mark first: a long object name cuts the end of an ID's name)
+        action, fcurves = new_action_fcurves(key, STAGED_SUFFIX.strip() + " " + ACTION_PREFIX + obj.name)
         record["action"] = action.name
         last = len(frames) - 1
         for i, frame in enumerate(frames):
@@ -175,8 +177,7 @@ def commit_shape_keys(obj, record: dict) -> None:
         final.append(block.name)
     record["keys"] = final
     action = bpy.data.actions[record["action"]]
-    if action.name != ACTION_PREFIX + obj.name and bpy.data.actions.get(ACTION_PREFIX + obj.name) is None:
-        action.name = ACTION_PREFIX + obj.name  # the previous bake's action had the name
+    action.name = ACTION_PREFIX + obj.name  # (Blender adds ".001" if an action of the user's has it)
     record["action"] = action.name
     assign_action(obj.data.shape_keys, action)
     obj.data.update()
@@ -366,8 +367,7 @@ def commit(obj, record: dict, previous: dict | None) -> None:
         commit_shape_keys(obj, record)
     elif record.get("output") == "PC2":
         modifier = obj.modifiers[record["modifier"]]
-        if modifier.name != MODIFIER_NAME and obj.modifiers.get(MODIFIER_NAME) is None:
-            modifier.name = MODIFIER_NAME  # the previous bake's modifier had the name
+        modifier.name = MODIFIER_NAME  # (Blender adds ".001" if a modifier of the user's has it)
         record["modifier"] = modifier.name
     store_record(obj, record)
     obj.pop(STAGED_RECORD, None)

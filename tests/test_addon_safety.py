@@ -151,10 +151,10 @@ def test_pc2_files_are_put_back_when_a_later_object_fails_to_write(saved, bake, 
     writers = submodule("writers")
     original = writers.add_mesh_cache
 
-    def fail_for_b(obj, *args):
+    def fail_for_b(obj, *args, **kwargs):
         if obj.name == "B":
             raise RuntimeError("disk on fire")
-        return original(obj, *args)
+        return original(obj, *args, **kwargs)
     monkeypatch.setattr(writers, "add_mesh_cache", fail_for_b)
     with pytest.raises(bake.BakeError, match="disk on fire"):
         bake.bake_scene(saved)
@@ -207,10 +207,10 @@ def test_a_failed_write_keeps_the_previous_bake(saved, bake, monkeypatch, failur
     module, name = FAILURES[after if failure == "output" else failure]
     original = getattr(submodule(module), name)
 
-    def fail_for_b(obj, *args):
+    def fail_for_b(obj, *args, **kwargs):
         if obj.name == "B":
             raise RuntimeError("out of memory")
-        return original(obj, *args)
+        return original(obj, *args, **kwargs)
     monkeypatch.setattr(submodule(module), name, fail_for_b)
     with pytest.raises(bake.BakeError, match="out of memory"):
         bake.bake_scene(saved)
@@ -242,6 +242,43 @@ def test_a_re_bake_has_the_names_of_a_first_bake(saved, bake):
     assert forces.has_data(a) and forces.shown(a)
     for frame, shown in zip((2, 5), played(a, (2, 5))):
         np.testing.assert_allclose(shown, result.local_positions[frame - 1], atol=1e-6)
+
+
+def _delete_modifier(obj, name):
+    obj.modifiers.remove(obj.modifiers[name])
+
+
+def _rename_modifier(obj, name):
+    obj.modifiers[name].name = "Mine"
+
+
+EDITS = {  # what a user did to the previous bake: (output, edit)
+    "cache deleted": ('PC2', lambda obj: _delete_modifier(obj, "Mass–Spring Bake")),
+    "cache renamed": ('PC2', lambda obj: _rename_modifier(obj, "Mass–Spring Bake")),
+    "action renamed": ('SHAPE_KEYS', lambda obj: setattr(bpy.data.actions["MassSpringBake A"], "name", "Mine")),
+    "forces deleted": ('SHAPE_KEYS', lambda obj: _delete_modifier(obj, "Mass–Spring Forces")),
+    "forces renamed": ('PC2', lambda obj: _rename_modifier(obj, "Mass–Spring Forces")),
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_re_bake_after_parts_of_the_bake_were_deleted_or_renamed(saved, bake, edit):
+    # Before: a staged part took the final name of a previous part the user had deleted or
+    # renamed, and the previous bake's removal (by name) removed it: the re-bake failed.
+    forces = submodule("forces")
+    output, change = EDITS[edit]
+    a = grid("A", output=output, pc2_path="//a.pc2", show_forces=True)
+    bake.bake_object(saved, a)
+    change(a)
+    a.mass_spring.stiffness *= 3.0
+    result = bake.bake_object(saved, a)
+    assert forces.has_data(a) and forces.shown(a)
+    for frame, shown in zip((2, 5), played(a, (2, 5))):
+        np.testing.assert_allclose(shown, result.local_positions[frame - 1], atol=1e-6)
+    names = [m.name for m in a.modifiers] + [x.name for x in bpy.data.actions]
+    assert not [n for n in names if "staged" in n or n.endswith(".001")], names
+    assert bake.free_bake(a)
+    assert [m.name for m in a.modifiers] == (["Mine"] if "renamed" in edit and edit != "action renamed" else [])
 
 
 # ----------------------------------------------------------------------------- shared meshes
@@ -588,3 +625,20 @@ def test_rigidity_for_the_linear_model_is_refused_headless(saved):
                           parser)
     with pytest.raises(cli.CommandError, match="--bending-rigidity does not set"):
         cli.bake_overrides(saved, a, args)
+
+
+def test_settings_far_beyond_real_materials_are_named(saved, bake):
+    # Before: damping 1e12 took 7 s a frame on 64 vertices, Self Friction 1000 minutes,
+    # without a word. Warned about, not refused: the bake is right, only slow.
+    a = grid("A", stiffness=100.0, damping=1.0, self_collision=True, self_friction=0.5)
+    assert bake.BakeJob(saved, a).warnings == []
+    critical = 2 * np.sqrt(100.0 * a.mass_spring.total_mass / 9)  # 3 x 3 vertices, one pinned
+    a.mass_spring.damping = 1000 * critical
+    a.mass_spring.self_friction = 30.0
+    warnings = bake.BakeJob(saved, a).warnings
+    assert any("1000 times the critical damping" in w for w in warnings), warnings
+    assert any("Self Friction 30 is above any real material's" in w for w in warnings), warnings
+    floor = make_mesh_object("Floor", [(-2, -2, 0), (2, -2, 0), (2, 2, 0), (-2, 2, 0)], faces=[(0, 1, 2, 3)])
+    floor.modifiers.new("Collision", 'COLLISION')
+    floor.mass_spring_collision.friction = 5.0
+    assert any("collider 'Floor': Mass–Spring Friction 5" in w for w in bake.BakeJob(saved, a).warnings)
