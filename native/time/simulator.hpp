@@ -465,11 +465,10 @@ class Simulator {
   // mass moves out, at the start of each step (a constant within the step), and never
   // grows: pressed deeper, the mass meets the penalty from there. A mass closer to the
   // surface than kContactLeastStart of the thickness (in the plane of a floor) is pushed
-  // out to there, gently: undamped, the penalty's energy at that depth would lift it by a
-  // tenth of the thickness (½ k d² with k = m g 2000 / thickness); damped, a sheet in the
-  // plane of a floor 2 cm thick rises to 0.21 mm and rests at 0.19
-  // (test_a_mass_on_a_colliders_edge_in_its_plane_goes_to_one_side). Masses added later
-  // start with none.
+  // out to there, gently: the penalty's energy at that depth lifts it by a fiftieth of
+  // that share of the thickness at most
+  // (test_mass_in_the_plane_of_a_collider_goes_to_one_side). Masses added later start
+  // with none.
   static constexpr double kContactLeastStart = 0.01;
   std::vector<double> contact_allowance_;
   std::uint64_t allowance_placement_ = 0;
