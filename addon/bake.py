@@ -682,7 +682,8 @@ class BakeJob:
             simulate_seconds=self.simulate_seconds,
             write_seconds=time.perf_counter() - begin,
             local_positions=self.simulation.local_positions,
-            warnings=list(self.warnings) + faceless_warnings(self.object_name, self.colliders),
+            warnings=(list(self.warnings) + faceless_warnings(self.object_name, self.colliders)
+                      + pressed_warning(self.object_name, self.simulation)),
             pc2_file=self._staged.get("file", ""),
             report=list(self.simulation.report),
             simulation_inputs=self.group or (self.arrays, self.settings, self.simulation.matrices, self.frames,
@@ -716,6 +717,17 @@ def faceless_warnings(object_name: str, reader) -> list[str]:
     return [f"collider '{name}' has no faces, so '{object_name}' passes through it: a Collision object "
             "collides with its faces (give it faces, or remove its Collision)"
             for name in (reader.faceless if reader is not None else [])]
+
+
+def pressed_warning(object_name: str, simulation) -> list[str]:
+    """The vertices that started pressed into a collider's thickness, named: the penalty
+    throws them out (simulation.pressed_into_colliders). `simulation`: a FrameSimulation
+    or a PartFrames."""
+    if not simulation.pressed:
+        return []
+    return [f"'{object_name}': {simulation.pressed} vertices start inside a collider's thickness (Collision ▸ "
+            "Thickness Outer), where the collider pushes them out hard and they may jump: model the "
+            "object at least that thickness away from the collider's surface, or lower the thickness"]
 
 
 class GroupJob:

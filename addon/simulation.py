@@ -417,6 +417,27 @@ class Part:
     matrices: np.ndarray
 
 
+# A mass whose colliders push it with more than this many times its weight at the start
+# lies deeper than about 1 % of their thickness (the penalty's stiffness is at least its
+# weight times 2 000 over the thickness: native/contact/contact.hpp), and the penalty
+# throws it out: a sheet modelled 5 mm above a floor 2 cm thick jumps 1.8 m
+# (tests/test_addon_contact.py, test_vertices_modelled_inside_a_colliders_thickness_are_named).
+PRESSED_WEIGHTS = 20.0
+
+
+def pressed_into_colliders(mss, vertex_masses: np.ndarray, gravity) -> np.ndarray:
+    """(N,) bool over the vertices: which start pressed into a collider's thickness
+    (PRESSED_WEIGHTS). Under no gravity, weighed as under the Earth's."""
+    pressed = np.zeros(len(vertex_masses), dtype=bool)
+    if not mss.num_collider_triangles:
+        return pressed
+    forces = np.linalg.norm(mss.contact_forces(), axis=1)
+    masses = np.asarray(mss.mass_vertices, dtype=np.int64)
+    g = float(np.linalg.norm(gravity)) or 9.81
+    pressed[masses] = forces > PRESSED_WEIGHTS * vertex_masses[masses] * g
+    return pressed
+
+
 class PartFrames:
     """One object's share of a simulation of several: what its bake writes, as
     FrameSimulation has it for the first object (local_positions, rod_forces, structure,
@@ -436,6 +457,7 @@ class PartFrames:
         self.local_positions = np.empty((frame_count, part.arrays.vertex_count, 3), dtype=np.float32)
         self.rod_forces = np.empty((frame_count, rods.stop - rods.start), dtype=np.float32)
         self.world_start = None  # set by the simulation once built
+        self.pressed = 0  # vertices that start pressed into a collider (pressed_into_colliders)
 
     @property
     def done(self) -> bool:
@@ -530,8 +552,11 @@ class FrameSimulation:
             except ValueError as ex:
                 raise BakeError(f"the core refused the colliders: {ex}") from ex
         world = self.world_positions()
+        pressed = pressed_into_colliders(self.mss, np.concatenate([st.vertex_masses() for st in structures]),
+                                         self.solver.gravity)
         for part in self.parts:
             part.world_start = world[part.vertices]
+            part.pressed = int(np.count_nonzero(pressed[part.vertices]))
         self.world_start = self.parts[0].world_start
         self.dt = 1.0 / settings.fps
         self._start_speed = float(np.linalg.norm(self.mss.vertex_velocities(), axis=1).max())
@@ -547,6 +572,11 @@ class FrameSimulation:
         self._store(0, self.mss.vertex_positions())
         self.frames_done = 1
         self.report: list[FrameReport] = []  # one row per simulated frame
+
+    @property
+    def pressed(self) -> int:
+        """The first object's vertices that start pressed into a collider (as PartFrames')."""
+        return self.parts[0].pressed
 
     def origin_free(self, matrix) -> np.ndarray:
         """A world matrix moved by -origin: where the core has the object."""

@@ -141,10 +141,7 @@ void Colliders::set(const std::vector<Vec3>& vertices,
   // Same triangles: the colliders move there from where they are during the next call
   // (compared as given: a face that gains or loses its area does not make a jump).
   const bool same = triangles == given_triangles_ && vertices.size() == start_.size();
-  if (!same) {
-    start_ = vertices;
-    ++placement_;
-  }
+  if (!same) start_ = vertices;
   given_triangles_ = triangles;
   target_ = vertices;
   triangles_ = std::move(kept);
@@ -239,15 +236,10 @@ void Colliders::stop_at(double t) {
   moving_ = start_ != target_;
 }
 
-// A foot on an edge or corner this close to it (a share of the thickness) lies on it up
-// to round-off (Colliders::foot).
-constexpr double kOnEdgeShare = 1e-9;
-
 Colliders::Foot Colliders::foot(int tri, const Vec3& p, double t, const Vec3& velocity) const {
   Foot f;
   f.tri = tri;
   f.touching = false;
-  f.in_plane = false;
   f.normal.setZero();
   const auto& ix = triangles_[tri];
   const Vec3 a = vertex(ix[0], t), b = vertex(ix[1], t), c = vertex(ix[2], t);
@@ -264,19 +256,8 @@ Colliders::Foot Colliders::foot(int tri, const Vec3& p, double t, const Vec3& ve
   } else {
     const Vec3 q = f.w(0) * a + f.w(1) * b + f.w(2) * c;
     f.distance = (p - q).norm();
-    // On an edge or corner within round-off (a sheet modelled in the plane of a floor, a
-    // vertex on the floor's diagonal): p - q points anywhere, sideways too, and the mass
-    // fell through the floor. The face's normal decides, as over the face, and the
-    // contact is flat (test_a_mass_on_a_colliders_edge_in_its_plane_goes_to_one_side).
-    if (f.distance <= kOnEdgeShare * thickness_[tri]) {
-      const Vec3 face = (b - a).cross(c - a).normalized();
-      const double side = face.dot(p - a);
-      f.distance = std::abs(side);
-      f.normal = side > 0 || (side == 0 && face.dot(velocity) >= 0) ? face : Vec3(-face);
-      f.in_plane = true;
-    } else {
-      f.normal = (p - q) / f.distance;
-    }
+    if (f.distance == 0) return f;  // on an edge or corner exactly: no direction to push
+    f.normal = (p - q) / f.distance;
   }
   f.touching = f.distance < thickness_[tri];
   return f;
@@ -351,7 +332,7 @@ ContactPoint Colliders::contact_point(const Foot& f, double t) const {
   c.friction = friction_[f.tri];
   const Vec3& w = f.w;
   const auto& ix = triangles_[f.tri];
-  const int zeros = f.in_plane ? 0 : (w.array() == 0.0).count();
+  const int zeros = (w.array() == 0.0).count();
   if (zeros > 0) {
     const Mat3 across = Mat3::Identity() - f.normal * f.normal.transpose();
     if (zeros == 2) {
@@ -429,9 +410,9 @@ double Colliders::largest_speed() const {
 ContactForce contact_force(const ContactPoint& c, double m, double k, const Vec3& v,
                            double g_ref, bool lagged, bool derivatives) {
   ContactForce out;
-  const double pen = c.thickness - c.distance - c.allowance;  // d pen / d p = -n^T
-  if (!c.touching || !(pen > 0)) return out;
+  if (!c.touching) return out;
   const Vec3& n = c.normal;
+  const double pen = c.thickness - c.distance;  // > 0; d pen / d p = -n^T
   // Elastic: T(pen) n, with T = k pen^2 / (2 sink) up to pen = sink, then k (pen - sink / 2).
   // The stiffness grows from 0 instead of jumping to k at the surface: at a jump, Newton
   // cycles between a point inside (stiff) and one just outside (free) (a sheet landing on

@@ -39,9 +39,6 @@ struct ContactPoint {
   double ramp = 0;
   // The speed below which friction is smoothed (contact_force); 0: friction_speed(g_ref).
   double slip_speed = 0;
-  // The depth within the thickness that the penalty leaves alone (contact_force): where
-  // the mass lay when the colliders were placed (Simulator::update_contact_allowance).
-  double allowance = 0;
   // Newton's matrix takes the friction as a damper of its present strength along every
   // direction of sliding, leaving out that its force stops growing with the speed: a
   // Picard step, which does not overshoot where the friction saturates (self-contact,
@@ -98,9 +95,6 @@ class Colliders {
   bool empty() const { return triangles_.empty(); }
   int num_triangles() const { return static_cast<int>(triangles_.size()); }
   bool moving() const { return moving_; }
-  // Changes whenever set() places the colliders anew (other triangles), not when it only
-  // gives them a place to move to.
-  std::uint64_t placement() const { return placement_; }
   // Changes whenever the colliders or their motion do (set, each call's begin and end,
   // stop_at): the same points at the same version are the same contacts.
   std::uint64_t version() const { return version_; }
@@ -156,7 +150,6 @@ class Colliders {
     Vec3 w, normal;
     double distance;
     bool touching;
-    bool in_plane;  // on an edge or corner, but in the triangle's plane: pushed as by the face
   };
   Foot foot(int tri, const Vec3& p, double t, const Vec3& velocity) const;
   ContactPoint contact_point(const Foot& f, double t) const;
@@ -185,7 +178,7 @@ class Colliders {
   double t0_ = 0, duration_ = 1;
   bool moving_ = false;   // start_ != target_
   bool in_call_ = false;  // inside simulate(): positions follow the path
-  std::uint64_t version_ = 0, tree_version_ = 0, placement_ = 0;
+  std::uint64_t version_ = 0, tree_version_ = 0;
   BoxTree tree_;
 };
 

@@ -345,7 +345,6 @@ bool Simulator<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, c
 template <int D>
 bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& why) {
   step_cure_.clear();
-  update_contact_allowance(false);
   const State<D>& s = state_;
   const int nm = D * num_masses();
   const int nc = static_cast<int>(model_.constraints.size());
@@ -471,7 +470,6 @@ bool Simulator<D>::early_stop_keeps_energy(const Kinematics& kin) {
 template <int D>
 bool Simulator<D>::explicit_step(double h, const FixPath<D>& path, std::string& why) {
   step_cure_.clear();
-  update_contact_allowance(false);
   list_self_pairs(h, path);
   const VectorXd no_lam;
   auto accel = [&](const VectorXd& q, const VectorXd& v, double t) {

@@ -48,11 +48,6 @@ void Simulator<D>::changed(unsigned what) {
   if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore)) predictor_.forget();
   // The positions the rods were checked at no longer describe the system.
   if (any(kTopology)) rods_checked_q_.resize(0);
-  // The contact allowance: measured where the colliders are placed anew; none for masses
-  // added since.
-  if (any(kColliders) && allowance_placement_ != model_.colliders.placement())
-    update_contact_allowance(true);
-  if (any(kTopology | kMasses)) contact_allowance_.resize(num_masses(), 0.0);
   // Rods and positions are checked against each other by the next simulate().
   if (any(kRods | kPositions | kRestore)) rods_unchecked_ = true;
   // The self-contact pairs listed for the last step, and the stiffness they carry on.
@@ -189,13 +184,12 @@ ContactForce Simulator<D>::contact_at(const Kinematics& kin, int i, const Contac
     const double g_ref = contact_gravity();
     for (const ContactPoint* point = first; point != last; ++point) {
       ContactPoint c = *point;
-      if (any_allowance_) c.allowance = contact_allowance_[i];
       // The Newton matrix leaves out the softening of a curved (edge, corner) contact, as
       // it leaves out that of compressed springs (and see contact_force).
       if (definite) c.curvature.setZero();
       if (states)
-        states->push_back({i, c.normal, c.surface_velocity, c.thickness - c.distance - c.allowance,
-                           contact_ramp(c.thickness), c.friction > 0});
+        states->push_back({i, c.normal, c.surface_velocity, c.thickness - c.distance, contact_ramp(c.thickness),
+                           c.friction > 0});
       // Its speed toward or along the collider where the step started (the state: a
       // constant within the step, so the derivatives stay exact; Kinematics::penalty_v).
       const VectorXd& start_v = kin.penalty_v ? *kin.penalty_v : state_.v;
@@ -209,35 +203,6 @@ ContactForce Simulator<D>::contact_at(const Kinematics& kin, int i, const Contac
     }
   }
   return sum;
-}
-
-template <int D>
-void Simulator<D>::update_contact_allowance(bool measure) {
-  if (measure) {
-    allowance_placement_ = model_.colliders.placement();
-    contact_allowance_.assign(num_masses(), 0.0);
-  } else if (!any_allowance_) {
-    return;  // (the usual case: nothing to look up)
-  }
-  if constexpr (D == 3) {
-    const Colliders& colliders = model_.colliders;
-    const int n = num_masses();
-    if (!colliders.empty())
-      for_chunks(n, split_work_ ? chunk_count(n, kContactGrain) : 1, [&](long begin, long end) {
-        for (long i = begin; i < end; ++i) {
-          double& allowance = contact_allowance_[i];
-          if (!measure && allowance == 0) continue;
-          double depth = 0;
-          colliders.contacts(state_.q.template segment<3>(3 * i), state_.time, state_.v.template segment<3>(3 * i),
-                             [&](const ContactPoint& p) {
-                               depth = std::max(depth, std::min(p.thickness - p.distance,
-                                                                (1 - kContactLeastStart) * p.thickness));
-                             });
-          allowance = measure ? depth : std::min(allowance, depth);
-        }
-      });
-  }
-  any_allowance_ = std::any_of(contact_allowance_.begin(), contact_allowance_.end(), [](double a) { return a > 0; });
 }
 
 template <int D>

@@ -456,26 +456,6 @@ class Simulator {
   };
   mutable std::vector<NearTriangles> near_triangles_;
   mutable std::uint64_t near_tree_version_ = 0;
-  // Each mass's contact allowance (ContactPoint::allowance): its depth within the
-  // colliders' thickness where it was when they were placed (set with other triangles). A
-  // sheet modelled lying on a floor closer than the floor's thickness stays where it lies
-  // instead of being thrown out by the stiff penalty (it flew 1.6 m from 1 mm above a
-  // floor 2 cm thick; tests/test_core_contact.py,
-  // test_a_mass_placed_within_the_thickness_stays_where_it_was_placed). It shrinks as the
-  // mass moves out, at the start of each step (a constant within the step), and never
-  // grows: pressed deeper, the mass meets the penalty from there. A mass closer to the
-  // surface than kContactLeastStart of the thickness (in the plane of a floor) is pushed
-  // out to there, gently: the penalty's energy at that depth lifts it by a fiftieth of
-  // that share of the thickness at most
-  // (test_mass_in_the_plane_of_a_collider_goes_to_one_side). Masses added later start
-  // with none.
-  static constexpr double kContactLeastStart = 0.01;
-  std::vector<double> contact_allowance_;
-  std::uint64_t allowance_placement_ = 0;
-  bool any_allowance_ = false;
-  // measure: from the state (the colliders just placed); else the allowances shrink to
-  // the masses' depths now.
-  void update_contact_allowance(bool measure);
   // The masses touching a collider at the last assembly of Newton's matrix (for
   // limit_contact_corrections); written by forces_and_matrix only.
   std::vector<ContactState> contacts_;
