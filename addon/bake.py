@@ -316,11 +316,13 @@ def slow_settings_warnings(name: str, arrays, settings) -> list[str]:
             f"{mass:.3g} kg a vertex): the springs creep as if in tar, and the bake slows down many "
             "times. Real cloth and ropes are damped far below critical")
     if settings.self_collision and settings.self_friction > HIGHEST_FRICTION:
-        warnings.append(
-            f"'{name}': Self Friction {settings.self_friction:g} is above any real material's (rubber on "
-            f"rubber is about 1): above {HIGHEST_FRICTION:g} nothing slides any more, and the bake slows "
-            "down many times")
+        warnings.append(friction_warning(f"'{name}': Self Friction", settings.self_friction))
     return warnings
+
+
+def friction_warning(setting: str, value: float) -> str:
+    return (f"{setting} {value:g} is above any real material's (rubber on rubber is about 1): above "
+            f"{HIGHEST_FRICTION:g} nothing slides any more, and the bake slows down many times")
 
 
 def check_frame_range(start: int, end: int, vertex_count: int) -> None:
@@ -411,11 +413,9 @@ class BakeJob:
             found = colliders.scene_colliders(scene, obj, depsgraph)
             if found:
                 self.colliders = colliders.ColliderReader(found, depsgraph)
-                self.warnings += [
-                    f"collider '{c.name}': Mass–Spring Friction {c.mass_spring_collision.friction:g} is above "
-                    f"any real material's (rubber on rubber is about 1): above {HIGHEST_FRICTION:g} nothing "
-                    "slides any more, and the bake slows down many times"
-                    for c in found if c.mass_spring_collision.friction > HIGHEST_FRICTION]
+                self.warnings += [friction_warning(f"collider '{c.name}': Mass–Spring Friction",
+                                                   c.mass_spring_collision.friction)
+                                  for c in found if c.mass_spring_collision.friction > HIGHEST_FRICTION]
         self._frame_moved = False
         self.simulation: FrameSimulation | None = None
         self.started = time.perf_counter()
@@ -738,7 +738,7 @@ class GroupJob:
 
     def __init__(self, jobs: list[BakeJob], baked_with: list = ()):
         """`baked_with`: the other objects baked in the same go, which they do not meet as
-        colliders (leave_out_baked_colliders)."""
+        colliders (simulation_runs, BakeJob.leave_out_colliders)."""
         self.jobs = jobs
         first = jobs[0]
         self.scene, self.frames = first.scene, first.frames
