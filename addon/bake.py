@@ -720,14 +720,25 @@ def faceless_warnings(object_name: str, reader) -> list[str]:
 
 
 def pressed_warning(object_name: str, simulation) -> list[str]:
-    """The vertices that started pressed into a collider's thickness, named: the penalty
-    throws them out (simulation.pressed_into_colliders). `simulation`: a FrameSimulation
-    or a PartFrames."""
-    if not simulation.pressed:
-        return []
-    return [f"'{object_name}': {simulation.pressed} vertices start inside a collider's thickness (Collision ▸ "
-            "Thickness Outer), where the collider pushes them out hard and they may jump: model the "
-            "object at least that thickness away from the collider's surface, or lower the thickness"]
+    """The vertices modelled within a collider's thickness, named: those moved out onto
+    its surface at the start (the bake does not start from the modelled shape), and those
+    that could not be (between colliders closer than their thicknesses), which the penalty
+    throws out (simulation.pressed_into_colliders). `simulation`: a FrameSimulation or a
+    PartFrames."""
+    cure = ("model the object at least that thickness away from the collider's surface, or lower "
+            "the thickness")
+    warnings = []
+    if simulation.moved_out:
+        warnings.append(
+            f"'{object_name}': {simulation.moved_out} vertices were modelled within a collider's thickness "
+            f"(Collision ▸ Thickness Outer) and start moved out onto its surface; to start from the "
+            f"modelled shape, {cure}")
+    if simulation.pressed:
+        warnings.append(
+            f"'{object_name}': {simulation.pressed} vertices start inside a collider's thickness (Collision ▸ "
+            f"Thickness Outer) with no way out (colliders closer than their thicknesses), where the "
+            f"collider pushes them out hard and they may jump: {cure}")
+    return warnings
 
 
 class GroupJob:

@@ -458,6 +458,7 @@ class PartFrames:
         self.rod_forces = np.empty((frame_count, rods.stop - rods.start), dtype=np.float32)
         self.world_start = None  # set by the simulation once built
         self.pressed = 0  # vertices that start pressed into a collider (pressed_into_colliders)
+        self.moved_out = 0  # vertices modelled within a collider's thickness, moved out onto it
 
     @property
     def done(self) -> bool:
@@ -551,11 +552,18 @@ class FrameSimulation:
                 colliders.apply(self.mss, 0, self.origin)
             except ValueError as ex:
                 raise BakeError(f"the core refused the colliders: {ex}") from ex
-        world = self.world_positions()
+        world = self.world_positions()  # as modelled: the springs' rest lengths (forces.py)
+        moved_out = np.zeros(len(world), dtype=bool)
+        if colliders is not None:
+            # A structure modelled within a collider's thickness starts on its surface, or
+            # the penalty would throw it out (tests/test_addon_contact.py,
+            # test_a_chain_modelled_within_a_floors_thickness_starts_on_it).
+            moved_out[np.asarray(self.mss.mass_vertices)[self.mss.move_out_of_colliders()]] = True
         pressed = pressed_into_colliders(self.mss, np.concatenate([st.vertex_masses() for st in structures]),
                                          self.solver.gravity)
         for part in self.parts:
             part.world_start = world[part.vertices]
+            part.moved_out = int(np.count_nonzero(moved_out[part.vertices]))
             part.pressed = int(np.count_nonzero(pressed[part.vertices]))
         self.world_start = self.parts[0].world_start
         self.dt = 1.0 / settings.fps
@@ -577,6 +585,11 @@ class FrameSimulation:
     def pressed(self) -> int:
         """The first object's vertices that start pressed into a collider (as PartFrames')."""
         return self.parts[0].pressed
+
+    @property
+    def moved_out(self) -> int:
+        """The first object's vertices moved out of a collider's thickness (as PartFrames')."""
+        return self.parts[0].moved_out
 
     def origin_free(self, matrix) -> np.ndarray:
         """A world matrix moved by -origin: where the core has the object."""

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <sstream>
 #include <type_traits>
 
@@ -351,6 +352,115 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
           "colliders are triangles in 3-D; this is a 2-D system (MassSpringSystem3d has them)");
   model_.colliders.set(vertices, triangles, thickness, friction);
   changed(kColliders);  // the energy at stake changed
+}
+
+template <int D>
+std::vector<int> System<D>::move_out_of_colliders() {
+  sim_.require_idle("move masses out of its colliders");
+  const int n = num_masses();
+  std::vector<int> moved;
+  if constexpr (D == 3) {
+    if (model_.colliders.empty()) return moved;
+    std::vector<Vec3> out(n);
+    for (int i = 0; i < n; ++i) out[i] = way_out(i);
+    // The pieces: masses joined by springs or rods.
+    std::vector<int> root(n);
+    std::iota(root.begin(), root.end(), 0);
+    auto find = [&](int i) {
+      while (root[i] != i) i = root[i] = root[root[i]];
+      return i;
+    };
+    auto join = [&](const std::array<Connector, 2>& c) {
+      if (c[0].type == MASS && c[1].type == MASS) root[find(c[0].nr)] = find(c[1].nr);
+    };
+    for (const Spring& s : model_.springs) join(s.c);
+    for (const DistanceConstraint& c : model_.constraints) join(c.c);
+    // Each piece's way out: one direction for all its masses, or each its own.
+    struct Way {
+      Vec3 direction = Vec3::Zero();
+      double longest = 0;
+      bool one = true;
+    };
+    std::vector<Way> way(n);
+    for (int i = 0; i < n; ++i) {
+      const double length = out[i].norm();
+      if (length == 0) continue;
+      Way& w = way[find(i)];
+      const Vec3 direction = out[i] / length;
+      if (w.longest == 0) w.direction = direction;
+      else if (direction.dot(w.direction) < 1 - 1e-9) w.one = false;
+      w.longest = std::max(w.longest, length);
+    }
+    std::vector<bool> own_way(n);
+    const VectorXd before = state_.q;
+    for (int i = 0; i < n; ++i) {
+      const Way& w = way[find(i)];
+      if (w.longest == 0) continue;
+      own_way[i] = !w.one;
+      state_.q.template segment<3>(3 * i) += w.one ? Vec3(w.longest * w.direction) : out[i];
+    }
+    // Rods that the own ways stretched, back to their length, and out again where that
+    // took a mass back in (a chain over a ball: its chords grow as it moves out).
+    for (int round = 0; round < Colliders::kWayOutRounds; ++round) {
+      if (!bring_rods_to_length(own_way)) break;
+      bool deep = false;
+      for (int i = 0; i < n; ++i) {
+        if (!own_way[i]) continue;
+        const Vec3 again = way_out(i);
+        deep = deep || !again.isZero();
+        state_.q.template segment<3>(3 * i) += again;
+      }
+      if (!deep) break;
+    }
+    for (int i = 0; i < n; ++i)
+      if (state_.q.template segment<3>(3 * i) != before.template segment<3>(3 * i)) moved.push_back(i);
+    if (!moved.empty()) changed(kPositions);
+  }
+  return moved;
+}
+
+template <int D>
+Vec3 System<D>::way_out(int i) const {
+  if constexpr (D == 3) {
+    // A mass at rest in a face's plane goes to the side that holds it up.
+    const Vec3 v = vel(i);
+    return model_.colliders.way_out(pos(i), state_.time, v.isZero() ? Vec3(-model_.gravity) : v);
+  } else {
+    return Vec3::Zero();
+  }
+}
+
+template <int D>
+bool System<D>::bring_rods_to_length(const std::vector<bool>& movable) {
+  // Sweeps that share each rod's error between its ends by their inverse masses, forward
+  // and backward in turn (a chain's error leaves by both of its ends). Their convergence
+  // is linear, slower the longer the chain: at most 2 000 sweeps and 2e7 rod updates (what
+  // is left, the first step takes up).
+  const auto& rods = model_.constraints;
+  auto free = [&](const Connector& c) { return c.type == MASS && movable[c.nr]; };
+  bool any = false;
+  for (const DistanceConstraint& c : rods) any = any || free(c.c[0]) || free(c.c[1]);
+  if (!any) return false;
+  const int sweeps = static_cast<int>(std::clamp<std::size_t>(20'000'000 / (rods.size() + 1), 50, 2000));
+  for (int sweep = 0; sweep < sweeps; ++sweep) {
+    double worst = 0;
+    for (std::size_t k = 0; k < rods.size(); ++k) {
+      const DistanceConstraint& c = rods[sweep % 2 == 0 ? k : rods.size() - 1 - k];
+      const double wa = free(c.c[0]) ? 1 / mass(c.c[0].nr) : 0.0;
+      const double wb = free(c.c[1]) ? 1 / mass(c.c[1].nr) : 0.0;
+      if (wa + wb == 0) continue;
+      const VecD a = connector_pos(c.c[0]), b = connector_pos(c.c[1]);
+      const double length = (b - a).norm();
+      if (length == 0) continue;
+      const double error = length - c.length;
+      worst = std::max(worst, std::abs(error) / c.length);
+      const VecD share = (error / (length * (wa + wb))) * (b - a);
+      if (wa > 0) state_.q.template segment<D>(D * c.c[0].nr) += wa * share;
+      if (wb > 0) state_.q.template segment<D>(D * c.c[1].nr) -= wb * share;
+    }
+    if (worst < 1e-12) break;
+  }
+  return true;
 }
 
 template <int D>

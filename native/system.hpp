@@ -92,6 +92,15 @@ class System {
                      const std::vector<std::array<int, 3>>& triangles,
                      const std::vector<double>& thickness, const std::vector<double>& friction);
   const Colliders& colliders() const { return model_.colliders; }
+  // Moves the masses that lie within a collider's thickness out onto its surface (a
+  // structure modelled closer to a collider than its thickness, which the penalty would
+  // throw out: test_core_contact.py, test_a_mass_modelled_within_the_thickness_starts_on_it).
+  // A piece of the structure (masses joined by springs or rods) whose masses all leave
+  // along one direction (a floor, a table top) moves as one, so that its layers keep their
+  // order and its rods their length; in any other piece each mass moves its own way out
+  // (Colliders::way_out), and its rods are then brought back to their length. Velocities
+  // are kept. Returns the masses moved.
+  std::vector<int> move_out_of_colliders();
 
   // ---- self-collision (3-D systems only; contact/self_contact.hpp) ----
   // Parts of the structure that share no vertex keep `distance` (m) apart: triangles and
@@ -156,6 +165,11 @@ class System {
   void changed(unsigned what);
   void require_idle(const char* change) const { sim_.require_idle(change); }
   void check_connector(const Connector& c, const std::function<std::string()>& item) const;
+  // Mass i's way out of the colliders (Colliders::way_out; zero in 2-D).
+  Vec3 way_out(int i) const;
+  // The rods with an end among the `movable` masses back to their length, moving those
+  // (move_out_of_colliders); false if there are none.
+  bool bring_rods_to_length(const std::vector<bool>& movable);
   // Where every vertex is now, in 3-D (self-contact's parts).
   std::vector<Vec3> vertex_points() const;
 

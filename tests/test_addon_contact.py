@@ -44,9 +44,10 @@ def f32(x):
     return float(np.float32(x))
 
 
-def core_chain(obj, colliders, frames):
+def core_chain(obj, colliders, frames, move_out=False):
     """The chain's bake run on the core directly: (F, N, 3) world positions. `colliders`:
-    (vertices at frame k, triangles, thickness, friction) for k = 0, 1, ..."""
+    (vertices at frame k, triangles, thickness, friction) for k = 0, 1, ...; `move_out`:
+    moved out of the colliders' thickness at the start."""
     settings = obj.mass_spring
     n = len(obj.data.vertices)
     start = np.array([v.co for v in obj.data.vertices], dtype=np.float32).astype(float)
@@ -58,6 +59,8 @@ def core_chain(obj, colliders, frames):
     mss.set_integrator("generalized_alpha", rho_inf=f32(settings.rho_inf))
     mss.tolerance = f32(settings.accuracy)
     mss.set_colliders(*colliders(0))
+    if move_out:
+        mss.move_out_of_colliders()
     out = [mss.vertex_positions()]
     for k in range(1, frames):
         mss.set_colliders(*colliders(k))
@@ -81,19 +84,25 @@ def test_chain_lands_on_a_collision_plane(scene, bake):
     assert list(submodule("writers").bake_record(chain)["colliders"]) == ["Floor"]
 
 
-def test_vertices_modelled_inside_a_colliders_thickness_are_named(scene, bake):
-    # A chain modelled 5 mm over a floor 2 cm thick starts deep in the penalty, which
-    # throws it up; the bake goes on but says so, counting the vertices that are not
-    # pinned. Lying at the thickness, or far above, it starts without a warning.
+def test_a_chain_modelled_within_a_floors_thickness_starts_on_it(scene, bake):
+    # A chain modelled 5 mm over a floor 2 cm thick starts on the floor's surface (before,
+    # the penalty threw it 0.5 m up); the bake says so, counting the vertices moved (pins
+    # stay). Lying at the thickness, or far above, it starts without a warning.
     make_collider("Floor", PLANE, [(0, 1, 2, 3)], thickness=0.02)
     inside = make_chain(height=0.005)
     result = bake.bake_object(scene, inside)
-    named = [w for w in result.warnings if "inside a collider's thickness" in w]
-    assert len(named) == 1 and "'Chain': 11 vertices" in named[0]
-    assert result.world_positions()[:, :, 2].max() > 0.1  # the jump the warning is about
+    named = [w for w in result.warnings if "thickness" in w]
+    assert len(named) == 1 and "'Chain': 11 vertices were modelled within" in named[0]
+    world = result.world_positions()
+    thickness = f32(0.02)
+    np.testing.assert_allclose(world[0, :, 2], thickness, rtol=0, atol=1e-6)
+    assert world[:, :, 2].max() <= thickness + 1e-6  # no jump
+    plane = np.array(PLANE, float), np.array([[0, 1, 2], [0, 2, 3]]), thickness, f32(0.3)
+    np.testing.assert_allclose(world, core_chain(inside, lambda k: plane, len(world), move_out=True),
+                               rtol=0, atol=1e-6)
     pin(inside, [0, 1, 2])
     named = [w for w in bake.bake_object(scene, inside).warnings if "thickness" in w]
-    assert len(named) == 1 and "'Chain': 8 vertices" in named[0]  # pins are not thrown
+    assert len(named) == 1 and "'Chain': 8 vertices" in named[0]  # pins stay where they are
     for height in (0.02, 0.5):
         chain = make_chain(height=height)
         assert not [w for w in bake.bake_object(scene, chain).warnings if "thickness" in w]

@@ -528,3 +528,118 @@ def test_the_force_in_a_concave_crease_does_not_jump_with_depth(half_angle):
         before, after = (_contact_force((0.1, r * math.cos(square + d), r * math.sin(square + d)), vertices,
                                         triangles, thickness, m=0.04) for d in (-1e-4, 1e-4))
         assert np.linalg.norm(after - before) < 0.01 * np.linalg.norm(before)
+
+
+# A structure modelled within a collider's thickness (move_out_of_colliders): the penalty
+# would throw it out (a mass 5 mm over a floor 2 cm thick flies ~1 m up); moved out onto the
+# surface first, it lies there. Without the move each of these structures jumps.
+def _highest_after(mss, seconds=1.0):
+    highest = -np.inf
+    for _ in range(int(round(seconds * 24))):
+        mss.simulate(1 / 24, 5)
+        highest = max(highest, float(np.asarray(mss.positions)[:, 2].max()))
+    return highest
+
+
+@pytest.mark.parametrize("height", [0.0, 0.001, 0.005, 0.012])
+@pytest.mark.parametrize("normals", ["up", "down"])
+def test_a_mass_modelled_within_the_thickness_starts_on_it(height, normals):
+    thickness = 0.02
+    triangles = PLANE_T if normals == "up" else PLANE_T[:, ::-1]
+    thrown = one_mass((0.3, 0.2, height))
+    thrown.set_colliders(PLANE_V, triangles, thickness, 0.3)
+    if height > 0:  # the jump (a mass in the plane with normals down falls through instead)
+        assert _highest_after(thrown) > 0.1
+    mss = one_mass((0.3, 0.2, height))
+    mss.set_colliders(PLANE_V, triangles, thickness, 0.3)
+    assert list(mss.move_out_of_colliders()) == [0]
+    assert mss.masses[0].pos == pytest.approx((0.3, 0.2, thickness), abs=1e-12)
+    assert _highest_after(mss) <= thickness * (1 + 1e-9)
+    assert mss.masses[0].pos[2] == pytest.approx(thickness, abs=1e-3 * thickness)  # resting
+    assert len(mss.move_out_of_colliders()) == 0  # lying on it: nothing to move
+
+
+@pytest.mark.parametrize("normals", ["up", "down"])
+def test_a_sheet_in_a_floors_plane_starts_on_it(normals):
+    # An 11 x 11 sheet at z = 0 on a floor whose diagonal runs through the sheet's own:
+    # the vertices on it lie on an edge of the floor, where no contact has a direction.
+    thickness = 0.02
+    mss = sheet(11, 0.0)
+    mss.set_colliders(PLANE_V, PLANE_T if normals == "up" else PLANE_T[:, ::-1], thickness, 0.3)
+    assert len(mss.move_out_of_colliders()) == 121
+    np.testing.assert_allclose(np.asarray(mss.positions)[:, 2], thickness, rtol=0, atol=1e-12)
+    lowest = np.inf
+    for _ in range(24):
+        mss.simulate(1 / 24, 5)
+        lowest = min(lowest, float(np.asarray(mss.positions)[:, 2].min()))
+    assert lowest >= 0.99 * thickness
+    assert float(np.asarray(mss.positions)[:, 2].max()) <= thickness * (1 + 1e-9)
+
+
+def test_a_folded_sheet_on_a_floor_moves_as_one():
+    # Two layers, 2 and 6 mm over a floor 2 cm thick, joined along the fold: lifted as one,
+    # they keep their 4 mm apart (each moved onto the surface, they would meet).
+    thickness, n = 0.02, 6
+    xs = np.linspace(0, 0.5, n)
+    lower = np.array([[x, y, 0.002] for y in xs for x in xs])
+    upper = lower + [0, 0, 0.004]
+    positions = np.concatenate([lower, upper])
+    edges = [(j * n + i, j * n + i + 1) for j in range(n) for i in range(n - 1)]
+    edges += [(j * n + i, (j + 1) * n + i) for j in range(n - 1) for i in range(n)]
+    edges = edges + [(a + n * n, b + n * n) for a, b in edges] + [(j * n + n - 1, n * n + j * n + n - 1)
+                                                                   for j in range(n)]
+    mss = ms.MassSpringSystem3d.from_arrays(positions, 0.01, springs=np.array(edges), stiffness=100.0,
+                                            gravity=(0, 0, -G))
+    mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.3)
+    assert len(mss.move_out_of_colliders()) == 2 * n * n
+    np.testing.assert_allclose(mss.positions, positions + [0, 0, thickness - 0.002], rtol=0, atol=1e-12)
+
+
+def test_a_rod_chain_over_a_ball_moves_out_and_keeps_its_rods():
+    # A chain of rods along an arc 5 mm over a ball of radius 1 with a collider 2 cm thick:
+    # each mass leaves along its own normal, then the rods are brought back to length.
+    thickness, n = 0.02, 15
+    angles = np.linspace(-0.5, 0.5, n)
+    radius = 1.005
+    positions = np.stack([radius * np.sin(angles), np.zeros(n), radius * np.cos(angles)], 1)
+    links = np.array([[i, i + 1] for i in range(n - 1)])
+    vertices, triangles = sphere(1.0)
+
+    def build():
+        mss = ms.from_arrays(positions, 0.01, constraints=links, gravity=(0, 0, -G))
+        mss.tolerance = 0.01
+        mss.set_colliders(vertices, triangles, thickness, 0.5)
+        return mss
+
+    thrown = build()
+    thrown.simulate(0.25, 10)
+    assert np.abs(thrown.velocities).max() > 1.0  # the jump
+    mss = build()
+    assert len(mss.move_out_of_colliders()) == n
+    assert mss.max_constraint_violation() < 1e-11
+    # Out of the thickness but for what the rods' chords take back: within 1 % of it, where
+    # the penalty pushes with at most 20 times the weight (contact_stiffness).
+    assert np.linalg.norm(mss.contact_forces(), axis=1).max() <= 20 * 0.01 * G
+    mss.simulate(0.25, 10)
+    assert np.abs(mss.velocities).max() < 0.3
+
+
+def test_a_mass_between_plates_closer_than_two_thicknesses_stays_between_them():
+    # No way out exists: the mass is moved as far as it gets without crossing a plate.
+    thickness = 0.02
+    top = PLANE_V + [0, 0, 0.03]
+    vertices = np.concatenate([PLANE_V, top])
+    triangles = np.concatenate([PLANE_T, PLANE_T + 4])
+    mss = one_mass((0.3, 0.2, 0.012))
+    mss.set_colliders(vertices, triangles, thickness, 0.3)
+    mss.move_out_of_colliders()
+    assert 0 < mss.masses[0].pos[2] < 0.03
+
+
+def test_moving_out_keeps_velocities_and_needs_colliders():
+    mss = one_mass((0.3, 0.2, 0.005), vel=(1.0, 0, 0))
+    assert len(mss.move_out_of_colliders()) == 0  # no colliders
+    mss.set_colliders(PLANE_V, PLANE_T, 0.02, 0.3)
+    mss.move_out_of_colliders()
+    assert mss.masses[0].vel == pytest.approx((1.0, 0, 0), abs=0)
+    assert len(ms.MassSpringSystem2d().move_out_of_colliders()) == 0

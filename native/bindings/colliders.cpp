@@ -85,6 +85,17 @@ void bind_colliders(SystemClass<D>& cls) {
            "per triangle. Set again with the same triangles, the colliders move from where "
            "they are to the new vertices during the next simulate() call. No "
            "self-collision.")
+      .def("move_out_of_colliders",
+           [](S& s) {
+             const std::vector<int> moved = s.move_out_of_colliders();
+             return py::array_t<int>(moved.size(), moved.data());
+           },
+           "Moves the masses that lie within a collider's thickness out onto its surface, so "
+           "that a structure modelled closer to a collider than its thickness starts there "
+           "instead of being thrown out. A piece (masses joined by springs or rods) whose "
+           "masses all leave along one direction (a floor) moves as one; in any other each "
+           "mass moves its own way out and rods are brought back to their length. Velocities "
+           "are kept. Returns the masses moved.")
       .def("clear_colliders",
            [](S& s) { s.set_colliders({}, {}, {}, {}); })
       .def_property_readonly("num_collider_triangles",

@@ -401,6 +401,51 @@ bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t0, double t1) co
   return hit;
 }
 
+Vec3 Colliders::way_out(const Vec3& p, double t, const Vec3& side) const {
+  // Within round-off of an edge or a corner (a sheet modelled in a floor's plane, over its
+  // diagonal) p - q has no direction: the way out there is the normal of the face around
+  // it that faces `side` most (test_a_sheet_in_a_floors_plane_starts_on_it).
+  constexpr double kOnSurface = 1e-9;  // of the thickness
+  Vec3 at = p;
+  for (int round = 0; round < kWayOutRounds; ++round) {
+    Vec3 normal = Vec3::Zero();
+    double depth = 0, thickness = 0;
+    contacts(at, t, side, [&](const ContactPoint& c) {
+      const bool directionless = c.distance <= kOnSurface * c.thickness && !c.curvature.isZero();
+      if (!directionless && c.thickness - c.distance > depth) {
+        depth = c.thickness - c.distance;
+        normal = c.normal;
+        thickness = c.thickness;
+      }
+    });
+    // A mass resting on a collider sinks a little into it (7e-4 of its thickness under its
+    // weight, contact_stiffness): it lies on the surface already.
+    if (round == 0 && depth > 0 && depth < kSettledDepth * thickness) break;
+    if (depth == 0) {
+      double facing = -2;
+      tree_.containing(at, [&](int tri) {
+        const Foot f = foot(tri, at, t, side);
+        if (f.distance > kOnSurface * thickness_[tri]) return;
+        const auto& ix = triangles_[tri];
+        const Vec3 a = vertex(ix[0], t);
+        Vec3 face = (vertex(ix[1], t) - a).cross(vertex(ix[2], t) - a).normalized();
+        if (face.dot(side) < 0) face = -face;
+        const double f_facing = side.norm() > 0 ? face.dot(side) / side.norm() : 1.0;
+        if (f_facing > facing) {
+          facing = f_facing;
+          depth = thickness_[tri] - f.distance;
+          normal = face;
+        }
+      });
+      if (depth == 0) break;
+    }
+    const Vec3 next = at + depth * normal;
+    if (crosses(at, next, t, t)) break;
+    at = next;
+  }
+  return at - p;
+}
+
 double Colliders::largest_speed() const {
   return in_call_ && duration_ > 0 ? largest_move() / duration_ : 0.0;
 }
