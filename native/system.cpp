@@ -504,9 +504,15 @@ void System<D>::set_self_contact(const std::vector<std::array<int, 3>>& triangle
     // A distance far below the edges: a step may move a vertex by little more than it,
     // so the steps shrink with it and the bake stalls (an 8 x 8 sheet of 5 cm edges at
     // 1e-9 m ran for minutes a frame; test_a_distance_far_below_the_edges_is_refused).
-    // (the caller's edges: the mesh's, as the add-on measures them, not the quads' diagonals)
+    // (the caller's edges: the mesh's, as the add-on measures them, not the quads' diagonals;
+    // those at a vertex that keeps the least distance: of objects baked together each keeps
+    // its own, and a fine one's is measured against its own edges, not a coarse one's:
+    // test_objects_of_different_sizes_keep_their_own_distances)
     const double least = least_distance(next, distance);
-    const double edge = median_edge(built, edges.empty() ? next.edges() : edges);
+    std::vector<std::array<int, 2>> keeping_least;
+    for (const auto& e : edges.empty() ? next.edges() : edges)
+      if (distance[e[0]] == least || distance[e[1]] == least) keeping_least.push_back(e);
+    const double edge = median_edge(built, keeping_least);
     if (least < kSelfLeastDistanceOfEdge * edge)
       throw InputError("the self-collision distance " + metres(least) + " is less than " +
                        metres(kSelfLeastDistanceOfEdge * edge) + " (a thousandth of the median edge, " + metres(edge) +

@@ -363,6 +363,22 @@ def test_layered_objects_bake_together_with_automatic_distances(scene):
     assert results["Lower"].warnings == []
 
 
+def test_objects_of_different_sizes_bake_together(scene):
+    """A sheet of 1 mm quads and one of 1 m quads with more edges, baked together: each
+    keeps a quarter of its own edge, and the fine one's is not measured against the coarse
+    one's edges (the core refused it: 'a thousandth of the median edge, 1 m')."""
+    bake = submodule("bake")
+    scene.frame_start, scene.frame_end = 1, 3
+    make_layer("Fine", 1.0, n=4, spacing=0.001)
+    make_layer("Coarse", 1.0, n=8, spacing=1.0).location = (2, 2, 0)
+    results = {r.object_name: r for r in bake.bake_scene(scene)}
+    assert sorted(results) == ["Coarse", "Fine"]
+    for name, size in (("Fine", 0.003), ("Coarse", 7.0)):
+        z = results[name].world_positions()[:, :, 2]
+        assert z[-1].max() < z[0].min()  # both fell, each whole
+        assert np.ptp(results[name].world_positions()[-1, :, 0]) == pytest.approx(size, rel=1e-3)
+
+
 def test_group_errors_name_the_object_and_its_vertex(scene):
     """The core numbers the vertices of objects simulated together one after the other; a
     failure names each object's own: the rope's vertex, not the system's."""

@@ -747,6 +747,25 @@ def test_a_distance_far_below_the_edges_is_refused():
                                      self_collision_distance=1e6))
 
 
+def test_objects_of_different_sizes_keep_their_own_distances():
+    """Objects simulated together each keep their own distance (a quarter of their own
+    edges, as the add-on chooses it): a rope of 1 mm segments beside one of 1 m segments
+    with more edges is not refused because the median edge of both is the long one's.
+    Each is still held to a thousandth of its own edges."""
+    fine, fine_edges = rope(10, 0.01, (0, 0, 0), (1, 0, 0))  # segments of 1 mm
+    coarse, coarse_edges = rope(30, 30.0, (0, 5, 0), (1, 0, 0))  # segments of 1 m
+
+    def build(fine_distance):
+        return ms.build_system([
+            ms.Structure(positions=fine, edges=fine_edges, total_mass=0.01, stiffness=200.0,
+                         self_collision_distance=fine_distance),
+            ms.Structure(positions=coarse, edges=coarse_edges, total_mass=1.0, stiffness=200.0,
+                         self_collision_distance=0.25)])
+    assert build(0.25e-3).stats["steps"] == 0  # taken (before: refused against the 1 m edges)
+    with pytest.raises(ValueError, match=r"a thousandth of the median edge, 0.001 m"):
+        build(1e-7)
+
+
 def test_only_colliding_vertices_must_keep_to_the_margin():
     """A rope whipping down from level (no self-collision) simulated with a short wire
     falling freely far away (self-collision at 1 mm): the rope's vertices end its steps
