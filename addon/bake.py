@@ -720,24 +720,28 @@ def faceless_warnings(object_name: str, reader) -> list[str]:
 
 
 def pressed_warning(object_name: str, simulation) -> list[str]:
-    """The vertices modelled within a collider's thickness, named: those moved out onto
-    its surface at the start (the bake does not start from the modelled shape), and those
-    that could not be (between colliders closer than their thicknesses), which the penalty
-    throws out (simulation.pressed_into_colliders). `simulation`: a FrameSimulation or a
-    PartFrames."""
+    """The vertices modelled within a collider's thickness, named: those moved out of it
+    with their structure at the start (the bake does not start from the modelled shape),
+    or those that could not be, which the penalty throws out
+    (simulation.pressed_into_colliders). `simulation`: a FrameSimulation or a PartFrames."""
     cure = ("model the object at least that thickness away from the collider's surface, or lower "
             "the thickness")
+
+    def vertices(count: int) -> str:
+        return f"{count} vertex" if count == 1 else f"{count} vertices"
+
     warnings = []
     if simulation.moved_out:
         warnings.append(
-            f"'{object_name}': {simulation.moved_out} vertices were modelled within a collider's thickness "
-            f"(Collision ▸ Thickness Outer) and start moved out onto its surface; to start from the "
-            f"modelled shape, {cure}")
+            f"'{object_name}': {vertices(simulation.moved_out)} modelled within a collider's thickness "
+            f"(Collision ▸ Thickness Outer), so the bake starts with the object moved "
+            f"{simulation.moved_by * 100:.2g} cm out of it; to start from the modelled shape, {cure}")
     if simulation.pressed:
         warnings.append(
-            f"'{object_name}': {simulation.pressed} vertices start inside a collider's thickness (Collision ▸ "
-            f"Thickness Outer) with no way out (colliders closer than their thicknesses), where the "
-            f"collider pushes them out hard and they may jump: {cure}")
+            f"'{object_name}': {vertices(simulation.pressed)} inside a collider's thickness (Collision ▸ "
+            f"Thickness Outer) at the start could not be moved out of it (only a structure that leaves it in one "
+            f"piece and one direction, as off a floor or a table top, with no pin holding it and nothing "
+            f"in its way, is moved), so the collider pushes them out hard and they may jump: {cure}")
     return warnings
 
 

@@ -458,7 +458,7 @@ class PartFrames:
         self.rod_forces = np.empty((frame_count, rods.stop - rods.start), dtype=np.float32)
         self.world_start = None  # set by the simulation once built
         self.pressed = 0  # vertices that start pressed into a collider (pressed_into_colliders)
-        self.moved_out = 0  # vertices modelled within a collider's thickness, moved out onto it
+        self.moved_out = 0  # vertices modelled within a collider's thickness, moved out of it
 
     @property
     def done(self) -> bool:
@@ -471,6 +471,10 @@ class PartFrames:
     @property
     def report(self) -> list:
         return self.simulation.report
+
+    @property
+    def moved_by(self) -> float:
+        return self.simulation.moved_by
 
     def store(self, k: int, core: np.ndarray, rod_forces: np.ndarray) -> None:
         """Keep frame k from the core's positions and rod forces (of the whole system)."""
@@ -554,11 +558,15 @@ class FrameSimulation:
                 raise BakeError(f"the core refused the colliders: {ex}") from ex
         world = self.world_positions()  # as modelled: the springs' rest lengths (forces.py)
         moved_out = np.zeros(len(world), dtype=bool)
+        self.moved_by = 0.0  # m: how far the structures were moved out of the colliders
         if colliders is not None:
-            # A structure modelled within a collider's thickness starts on its surface, or
-            # the penalty would throw it out (tests/test_addon_contact.py,
-            # test_a_chain_modelled_within_a_floors_thickness_starts_on_it).
-            moved_out[np.asarray(self.mss.mass_vertices)[self.mss.move_out_of_colliders()]] = True
+            # A structure modelled within a collider's thickness starts just beyond it where
+            # it can leave in one piece, or the penalty would throw it out
+            # (tests/test_addon_contact.py, test_a_chain_modelled_within_a_floors_thickness_starts_on_it).
+            moved = self.mss.move_out_of_colliders()
+            moved_out[np.asarray(self.mss.mass_vertices)[moved]] = True
+            if len(moved):
+                self.moved_by = float(np.linalg.norm(self.world_positions() - world, axis=1).max())
         pressed = pressed_into_colliders(self.mss, np.concatenate([st.vertex_masses() for st in structures]),
                                          self.solver.gravity)
         for part in self.parts:
@@ -588,7 +596,8 @@ class FrameSimulation:
 
     @property
     def moved_out(self) -> int:
-        """The first object's vertices moved out of a collider's thickness (as PartFrames')."""
+        """The first object's vertices that lay within a collider's thickness and were moved
+        out (as PartFrames')."""
         return self.parts[0].moved_out
 
     def origin_free(self, matrix) -> np.ndarray:

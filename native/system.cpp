@@ -357,108 +357,80 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
 template <int D>
 std::vector<int> System<D>::move_out_of_colliders() {
   sim_.require_idle("move masses out of its colliders");
-  const int n = num_masses();
-  std::vector<int> moved;
+  std::vector<int> within;
   if constexpr (D == 3) {
-    if (model_.colliders.empty()) return moved;
+    const Colliders& colliders = model_.colliders;
+    if (colliders.empty()) return within;
+    const int n = num_masses();
     std::vector<Vec3> out(n);
-    for (int i = 0; i < n; ++i) out[i] = way_out(i);
-    // The pieces: masses joined by springs or rods.
+    for (int i = 0; i < n; ++i) {
+      if (!way_out(i, pos(i), out[i])) return {};
+      if (!out[i].isZero()) within.push_back(i);
+    }
+    if (within.empty()) return within;
+    // One way out for all: the mean of their directions, within kOneWay of each.
+    Vec3 mean = Vec3::Zero();
+    for (int i : within) mean += out[i].normalized();
+    if (mean.isZero()) return {};
+    const Vec3 direction = mean.normalized();
+    double lift = 0;
+    for (int i : within) {
+      const double along = out[i].normalized().dot(direction);
+      if (along < kOneWay) return {};
+      lift = std::max(lift, out[i].norm() / along);
+    }
+    const Vec3 move = lift * direction;
+    // What moves: every piece (masses joined by springs or rods) that no pin holds. A
+    // piece a pin holds stays, and may neither hold a mass that lies within a thickness
+    // nor lie in the way of what moves.
     std::vector<int> root(n);
     std::iota(root.begin(), root.end(), 0);
     auto find = [&](int i) {
       while (root[i] != i) i = root[i] = root[root[i]];
       return i;
     };
-    auto join = [&](const std::array<Connector, 2>& c) {
+    std::vector<std::array<Connector, 2>> links;
+    for (const Spring& s : model_.springs) links.push_back(s.c);
+    for (const DistanceConstraint& c : model_.constraints) links.push_back(c.c);
+    for (const auto& c : links)
       if (c[0].type == MASS && c[1].type == MASS) root[find(c[0].nr)] = find(c[1].nr);
-    };
-    for (const Spring& s : model_.springs) join(s.c);
-    for (const DistanceConstraint& c : model_.constraints) join(c.c);
-    // Each piece's way out: one direction for all its masses, or each its own.
-    struct Way {
-      Vec3 direction = Vec3::Zero();
-      double longest = 0;
-      bool one = true;
-    };
-    std::vector<Way> way(n);
+    std::vector<bool> pinned(n);
+    for (const auto& c : links)
+      for (int k = 0; k < 2; ++k)
+        if (c[k].type == MASS && c[1 - k].type == FIX) pinned[find(c[k].nr)] = true;
+    for (int i : within)
+      if (pinned[find(i)]) return {};
+    Eigen::AlignedBox3d swept;
+    swept.setEmpty();
+    for (int i = 0; i < n; ++i)
+      if (!pinned[find(i)]) swept.extend(pos(i)).extend(Vec3(pos(i) + move));
+    for (int i = 0; i < n; ++i)
+      if (pinned[find(i)] && swept.contains(pos(i))) return {};
+    // Nothing crossed on the way, and out of every thickness at the end (a lid above a
+    // sheet on a floor stops it: test_a_sheet_under_a_lid_is_not_moved_through_it).
     for (int i = 0; i < n; ++i) {
-      const double length = out[i].norm();
-      if (length == 0) continue;
-      Way& w = way[find(i)];
-      const Vec3 direction = out[i] / length;
-      if (w.longest == 0) w.direction = direction;
-      else if (direction.dot(w.direction) < 1 - 1e-9) w.one = false;
-      w.longest = std::max(w.longest, length);
-    }
-    std::vector<bool> own_way(n);
-    const VectorXd before = state_.q;
-    for (int i = 0; i < n; ++i) {
-      const Way& w = way[find(i)];
-      if (w.longest == 0) continue;
-      own_way[i] = !w.one;
-      state_.q.template segment<3>(3 * i) += w.one ? Vec3(w.longest * w.direction) : out[i];
-    }
-    // Rods that the own ways stretched, back to their length, and out again where that
-    // took a mass back in (a chain over a ball: its chords grow as it moves out).
-    for (int round = 0; round < Colliders::kWayOutRounds; ++round) {
-      if (!bring_rods_to_length(own_way)) break;
-      bool deep = false;
-      for (int i = 0; i < n; ++i) {
-        if (!own_way[i]) continue;
-        const Vec3 again = way_out(i);
-        deep = deep || !again.isZero();
-        state_.q.template segment<3>(3 * i) += again;
-      }
-      if (!deep) break;
+      if (pinned[find(i)]) continue;
+      // (from just off where it is: Colliders::way_out)
+      const Vec3 to = pos(i) + move;
+      Vec3 further;
+      if (colliders.crosses(pos(i) + 1e-9 * move, to, state_.time, state_.time) || !way_out(i, to, further) ||
+          !further.isZero())
+        return {};
     }
     for (int i = 0; i < n; ++i)
-      if (state_.q.template segment<3>(3 * i) != before.template segment<3>(3 * i)) moved.push_back(i);
-    if (!moved.empty()) changed(kPositions);
+      if (!pinned[find(i)]) state_.q.template segment<3>(3 * i) += move;
+    changed(kPositions);
   }
-  return moved;
+  return within;
 }
 
 template <int D>
-Vec3 System<D>::way_out(int i) const {
+bool System<D>::way_out(int i, const Vec3& at, Vec3& move) const {
+  move.setZero();
   if constexpr (D == 3) {
-    // A mass at rest in a face's plane goes to the side that holds it up.
-    const Vec3 v = vel(i);
-    return model_.colliders.way_out(pos(i), state_.time, v.isZero() ? Vec3(-model_.gravity) : v);
-  } else {
-    return Vec3::Zero();
-  }
-}
-
-template <int D>
-bool System<D>::bring_rods_to_length(const std::vector<bool>& movable) {
-  // Sweeps that share each rod's error between its ends by their inverse masses, forward
-  // and backward in turn (a chain's error leaves by both of its ends). Their convergence
-  // is linear, slower the longer the chain: at most 2 000 sweeps and 2e7 rod updates (what
-  // is left, the first step takes up).
-  const auto& rods = model_.constraints;
-  auto free = [&](const Connector& c) { return c.type == MASS && movable[c.nr]; };
-  bool any = false;
-  for (const DistanceConstraint& c : rods) any = any || free(c.c[0]) || free(c.c[1]);
-  if (!any) return false;
-  const int sweeps = static_cast<int>(std::clamp<std::size_t>(20'000'000 / (rods.size() + 1), 50, 2000));
-  for (int sweep = 0; sweep < sweeps; ++sweep) {
-    double worst = 0;
-    for (std::size_t k = 0; k < rods.size(); ++k) {
-      const DistanceConstraint& c = rods[sweep % 2 == 0 ? k : rods.size() - 1 - k];
-      const double wa = free(c.c[0]) ? 1 / mass(c.c[0].nr) : 0.0;
-      const double wb = free(c.c[1]) ? 1 / mass(c.c[1].nr) : 0.0;
-      if (wa + wb == 0) continue;
-      const VecD a = connector_pos(c.c[0]), b = connector_pos(c.c[1]);
-      const double length = (b - a).norm();
-      if (length == 0) continue;
-      const double error = length - c.length;
-      worst = std::max(worst, std::abs(error) / c.length);
-      const VecD share = (error / (length * (wa + wb))) * (b - a);
-      if (wa > 0) state_.q.template segment<D>(D * c.c[0].nr) += wa * share;
-      if (wb > 0) state_.q.template segment<D>(D * c.c[1].nr) -= wb * share;
-    }
-    if (worst < 1e-12) break;
+    // A mass in a face's plane leaves against gravity (without gravity, as it moves).
+    const Vec3 side = model_.gravity.isZero() ? Vec3(vel(i)) : Vec3(-model_.gravity);
+    return model_.colliders.way_out(at, state_.time, side, move);
   }
   return true;
 }

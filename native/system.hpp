@@ -92,15 +92,17 @@ class System {
                      const std::vector<std::array<int, 3>>& triangles,
                      const std::vector<double>& thickness, const std::vector<double>& friction);
   const Colliders& colliders() const { return model_.colliders; }
-  // Moves the masses that lie within a collider's thickness out onto its surface (a
-  // structure modelled closer to a collider than its thickness, which the penalty would
-  // throw out: test_core_contact.py, test_a_mass_modelled_within_the_thickness_starts_on_it).
-  // A piece of the structure (masses joined by springs or rods) whose masses all leave
-  // along one direction (a floor, a table top) moves as one, so that its layers keep their
-  // order and its rods their length; in any other piece each mass moves its own way out
-  // (Colliders::way_out), and its rods are then brought back to their length. Velocities
-  // are kept. Returns the masses moved.
+  // A structure modelled within a collider's thickness (masses more than 1 % of it deep),
+  // which the penalty would throw out, moved out onto the surface
+  // (test_core_contact.py, test_a_mass_modelled_within_the_thickness_starts_on_it): by one
+  // translation, so that layers keep their order, rods their length and objects their
+  // places. Only where every such mass leaves within kOneWay of one direction (a floor, a
+  // table top: not a ball), no pin holds its piece (masses joined by springs or rods), and
+  // the way is free: no collider crossed, no thickness entered, no pinned piece in the
+  // way. What moves: every piece no pin holds. Velocities are kept. Returns the masses
+  // that lay within a thickness, if they were moved (else none).
   std::vector<int> move_out_of_colliders();
+  static constexpr double kOneWay = 0.985;  // cos 10 degrees
 
   // ---- self-collision (3-D systems only; contact/self_contact.hpp) ----
   // Parts of the structure that share no vertex keep `distance` (m) apart: triangles and
@@ -165,11 +167,8 @@ class System {
   void changed(unsigned what);
   void require_idle(const char* change) const { sim_.require_idle(change); }
   void check_connector(const Connector& c, const std::function<std::string()>& item) const;
-  // Mass i's way out of the colliders (Colliders::way_out; zero in 2-D).
-  Vec3 way_out(int i) const;
-  // The rods with an end among the `movable` masses back to their length, moving those
-  // (move_out_of_colliders); false if there are none.
-  bool bring_rods_to_length(const std::vector<bool>& movable);
+  // Mass i's way out of the colliders were it at `at` (Colliders::way_out; none in 2-D).
+  bool way_out(int i, const Vec3& at, Vec3& move) const;
   // Where every vertex is now, in 3-D (self-contact's parts).
   std::vector<Vec3> vertex_points() const;
 

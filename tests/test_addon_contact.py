@@ -85,24 +85,28 @@ def test_chain_lands_on_a_collision_plane(scene, bake):
 
 
 def test_a_chain_modelled_within_a_floors_thickness_starts_on_it(scene, bake):
-    # A chain modelled 5 mm over a floor 2 cm thick starts on the floor's surface (before,
-    # the penalty threw it 0.5 m up); the bake says so, counting the vertices moved (pins
-    # stay). Lying at the thickness, or far above, it starts without a warning.
+    # A chain modelled 5 mm over a floor 2 cm thick starts just beyond the thickness (1 %:
+    # Colliders::kWayOutMargin; before, the penalty threw it 0.5 m up); the bake says so.
+    # Pinned, it cannot be moved, and the warning says that. Lying at the thickness, or
+    # far above, it starts without a warning.
     make_collider("Floor", PLANE, [(0, 1, 2, 3)], thickness=0.02)
     inside = make_chain(height=0.005)
     result = bake.bake_object(scene, inside)
     named = [w for w in result.warnings if "thickness" in w]
-    assert len(named) == 1 and "'Chain': 11 vertices were modelled within" in named[0]
+    assert named == ["'Chain': 11 vertices modelled within a collider's thickness (Collision ▸ Thickness "
+                     "Outer), so the bake starts with the object moved 1.5 cm out of it; to start from the "
+                     "modelled shape, model the object at least that thickness away from the collider's "
+                     "surface, or lower the thickness"]
     world = result.world_positions()
-    thickness = f32(0.02)
-    np.testing.assert_allclose(world[0, :, 2], thickness, rtol=0, atol=1e-6)
-    assert world[:, :, 2].max() <= thickness + 1e-6  # no jump
-    plane = np.array(PLANE, float), np.array([[0, 1, 2], [0, 2, 3]]), thickness, f32(0.3)
+    out = 1.01 * f32(0.02)
+    np.testing.assert_allclose(world[0, :, 2], out, rtol=0, atol=1e-6)
+    assert world[:, :, 2].max() <= out + 1e-6  # no jump
+    plane = np.array(PLANE, float), np.array([[0, 1, 2], [0, 2, 3]]), f32(0.02), f32(0.3)
     np.testing.assert_allclose(world, core_chain(inside, lambda k: plane, len(world), move_out=True),
                                rtol=0, atol=1e-6)
     pin(inside, [0, 1, 2])
     named = [w for w in bake.bake_object(scene, inside).warnings if "thickness" in w]
-    assert len(named) == 1 and "'Chain': 8 vertices" in named[0]  # pins stay where they are
+    assert len(named) == 1 and "'Chain': 8 vertices inside a collider's thickness" in named[0] and "pin" in named[0]
     for height in (0.02, 0.5):
         chain = make_chain(height=height)
         assert not [w for w in bake.bake_object(scene, chain).warnings if "thickness" in w]

@@ -90,12 +90,15 @@ void bind_colliders(SystemClass<D>& cls) {
              const std::vector<int> moved = s.move_out_of_colliders();
              return py::array_t<int>(moved.size(), moved.data());
            },
-           "Moves the masses that lie within a collider's thickness out onto its surface, so "
-           "that a structure modelled closer to a collider than its thickness starts there "
-           "instead of being thrown out. A piece (masses joined by springs or rods) whose "
-           "masses all leave along one direction (a floor) moves as one; in any other each "
-           "mass moves its own way out and rods are brought back to their length. Velocities "
-           "are kept. Returns the masses moved.")
+           "Moves a structure modelled within a collider's thickness (masses more than 1 % of "
+           "it deep) to just beyond it (1 %), so that it starts there instead of being thrown "
+           "out: by one translation of every piece (masses joined by springs or rods) that no "
+           "fix holds, so that layers, rods and objects keep their places. Only where every "
+           "such mass leaves within 10 degrees of one direction (a floor, a table top: not a "
+           "ball), no fix holds its piece, and the way is free (no collider crossed or "
+           "thickness entered); otherwise nothing moves. A mass exactly in a face's plane leaves "
+           "against gravity. Velocities are kept. Returns the masses that lay within a "
+           "thickness, if they were moved.")
       .def("clear_colliders",
            [](S& s) { s.set_colliders({}, {}, {}, {}); })
       .def_property_readonly("num_collider_triangles",

@@ -401,18 +401,19 @@ bool Colliders::crosses(const Vec3& p0, const Vec3& p1, double t0, double t1) co
   return hit;
 }
 
-Vec3 Colliders::way_out(const Vec3& p, double t, const Vec3& side) const {
-  // Within round-off of an edge or a corner (a sheet modelled in a floor's plane, over its
-  // diagonal) p - q has no direction: the way out there is the normal of the face around
-  // it that faces `side` most (test_a_sheet_in_a_floors_plane_starts_on_it).
+bool Colliders::way_out(const Vec3& p, double t, const Vec3& side, Vec3& move) const {
+  // Within round-off of the surface (a sheet modelled in a floor's plane, where the side of
+  // a face is the sign of round-off, or over the floor's diagonal, where p - q has no
+  // direction at all) the way out is the normal of the face there that faces `side` most
+  // (test_a_sheet_in_a_floors_plane_starts_on_it).
   constexpr double kOnSurface = 1e-9;  // of the thickness
-  Vec3 at = p;
-  for (int round = 0; round < kWayOutRounds; ++round) {
+  move.setZero();
+  for (int round = 0; round <= kWayOutRounds; ++round) {
+    const Vec3 at = p + move;
     Vec3 normal = Vec3::Zero();
     double depth = 0, thickness = 0;
     contacts(at, t, side, [&](const ContactPoint& c) {
-      const bool directionless = c.distance <= kOnSurface * c.thickness && !c.curvature.isZero();
-      if (!directionless && c.thickness - c.distance > depth) {
+      if (c.distance > kOnSurface * c.thickness && c.thickness - c.distance > depth) {
         depth = c.thickness - c.distance;
         normal = c.normal;
         thickness = c.thickness;
@@ -420,7 +421,7 @@ Vec3 Colliders::way_out(const Vec3& p, double t, const Vec3& side) const {
     });
     // A mass resting on a collider sinks a little into it (7e-4 of its thickness under its
     // weight, contact_stiffness): it lies on the surface already.
-    if (round == 0 && depth > 0 && depth < kSettledDepth * thickness) break;
+    if (round == 0 && depth > 0 && depth < kSettledDepth * thickness) return true;
     if (depth == 0) {
       double facing = -2;
       tree_.containing(at, [&](int tri) {
@@ -435,15 +436,19 @@ Vec3 Colliders::way_out(const Vec3& p, double t, const Vec3& side) const {
           facing = f_facing;
           depth = thickness_[tri] - f.distance;
           normal = face;
+          thickness = thickness_[tri];
         }
       });
-      if (depth == 0) break;
+      if (depth == 0) return true;  // out of every thickness
     }
-    const Vec3 next = at + depth * normal;
-    if (crosses(at, next, t, t)) break;
-    at = next;
+    if (round == kWayOutRounds) break;
+    // Checked for crossings from just off the surface: from within round-off of a face, its
+    // side is the sign of round-off, and leaving would count as crossing it.
+    const Vec3 next = at + (depth + kWayOutMargin * thickness) * normal;
+    if (crosses(at + kOnSurface * thickness * normal, next, t, t)) return false;
+    move = next - p;
   }
-  return at - p;
+  return false;  // still within a thickness (a gap narrower than two of them)
 }
 
 double Colliders::largest_speed() const {

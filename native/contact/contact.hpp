@@ -140,16 +140,17 @@ class Colliders {
   bool crosses(const Vec3& p0, const Vec3& p1, double t0, double t1) const;
   // The speed of the fastest collider vertex in the running call (0 outside one).
   double largest_speed() const;
-  // The move that takes a mass at p (time t) out of every collider's thickness onto its
-  // surface: out of the deepest contact along its normal, again until none is left (a
-  // crease), at most kWayOutRounds times; none for a mass that lies less than
-  // kSettledDepth deep (resting on it). `side` picks the side of a face for a mass in
-  // its plane (as `velocity` does in contacts()). Zero where p touches nothing; where the
-  // way out would cross a collider or is not found (a gap narrower than two thicknesses),
-  // as far as it got (System::move_out_of_colliders).
-  Vec3 way_out(const Vec3& p, double t, const Vec3& side) const;
+  // The move that takes a mass at p (time t) out of every collider's thickness to just
+  // beyond it (kWayOutMargin: a structure placed exactly at the thickness over a finely
+  // divided floor took minutes for its first step): out of the deepest contact along its
+  // normal, again until none is left (a crease), at most kWayOutRounds times; none for a
+  // mass less than kSettledDepth deep (resting on it). `side` picks the side of a face for
+  // a mass in its plane. False where the way out would cross a collider or is not found
+  // (a gap narrower than two thicknesses) (System::move_out_of_colliders).
+  bool way_out(const Vec3& p, double t, const Vec3& side, Vec3& move) const;
   static constexpr int kWayOutRounds = 16;
   static constexpr double kSettledDepth = 0.01;  // of the thickness: no way out needed
+  static constexpr double kWayOutMargin = 0.01;  // of the thickness
 
  private:
   Vec3 vertex(int k, double t) const;
