@@ -735,7 +735,7 @@ def pressed_warning(object_name: str, simulation) -> list[str]:
         warnings.append(
             f"'{object_name}': {vertices(simulation.moved_out)} modelled within a collider's thickness "
             f"(Collision ▸ Thickness Outer), so the bake starts with the object moved "
-            f"{simulation.moved_by * 100:.2g} cm out of it; to start from the modelled shape, {cure}")
+            f"{simulation.moved_by * 100:.3g} cm out of it; to start from the modelled shape, {cure}")
     if simulation.pressed:
         warnings.append(
             f"'{object_name}': {vertices(simulation.pressed)} inside a collider's thickness (Collision ▸ "

@@ -357,71 +357,130 @@ void System<D>::set_colliders(const std::vector<Vec3>& vertices,
 template <int D>
 std::vector<int> System<D>::move_out_of_colliders() {
   sim_.require_idle("move masses out of its colliders");
-  std::vector<int> within;
+  std::vector<int> moved;
   if constexpr (D == 3) {
     const Colliders& colliders = model_.colliders;
-    if (colliders.empty()) return within;
+    if (colliders.empty()) return moved;
     const int n = num_masses();
     std::vector<Vec3> out(n);
+    std::vector<bool> stuck(n);
+    for (int i = 0; i < n; ++i) stuck[i] = !way_out(i, pos(i), out[i]);
+    // Pieces (masses joined by springs or rods) near enough to meet when one moves out
+    // decide together, as a group; groups farther apart move or stay each on its own
+    // (test_groups_far_apart_move_out_on_their_own).
+    std::vector<bool> pinned;
+    const std::vector<int> piece = pieces(pinned);
+    const double reach = (1 + Colliders::kWayOutMargin) * colliders.thickest() / kOneWay +
+                         model_.self_contact.distance();
+    std::vector<int> index(n, -1);  // of each piece's box in `reached`
+    std::vector<Eigen::AlignedBox3d> reached;
     for (int i = 0; i < n; ++i) {
-      if (!way_out(i, pos(i), out[i])) return {};
-      if (!out[i].isZero()) within.push_back(i);
+      if (index[piece[i]] < 0) {
+        index[piece[i]] = static_cast<int>(reached.size());
+        reached.emplace_back(pos(i));
+      }
+      reached[index[piece[i]]].extend(pos(i));
     }
-    if (within.empty()) return within;
-    // One way out for all: the mean of their directions, within kOneWay of each.
+    // A piece's pins are part of it (a canopy pinned at its corners spans them).
+    auto add_pins = [&](const std::array<Connector, 2>& c) {
+      for (int k = 0; k < 2; ++k)
+        if (c[k].type == MASS && c[1 - k].type == FIX) reached[index[piece[c[k].nr]]].extend(connector_pos(c[1 - k]));
+    };
+    for (const Spring& s : model_.springs) add_pins(s.c);
+    for (const DistanceConstraint& c : model_.constraints) add_pins(c.c);
+    for (auto& box : reached) box.extend(box.min() - Vec3::Constant(reach)).extend(box.max() + Vec3::Constant(reach));
+    std::vector<int> group(reached.size());
+    std::iota(group.begin(), group.end(), 0);
+    auto find = [&](int k) {
+      while (group[k] != k) k = group[k] = group[group[k]];
+      return k;
+    };
+    BoxTree tree;
+    tree.build(reached);
+    for (int k = 0; k < static_cast<int>(reached.size()); ++k)
+      tree.overlapping(reached[k], [&](int other) { group[find(other)] = find(k); }, k);
+    std::vector<std::vector<int>> members(reached.size());
+    for (int i = 0; i < n; ++i) members[find(index[piece[i]])].push_back(i);
+    for (const std::vector<int>& masses : members)
+      if (!masses.empty() && move_group_out(masses, out, stuck, pinned, piece))
+        for (int i : masses)
+          if (!out[i].isZero()) moved.push_back(i);
+    std::sort(moved.begin(), moved.end());
+    if (!moved.empty()) changed(kPositions);
+  }
+  return moved;
+}
+
+template <int D>
+bool System<D>::move_group_out(const std::vector<int>& masses, const std::vector<Vec3>& out,
+                               const std::vector<bool>& stuck, const std::vector<bool>& pinned,
+                               const std::vector<int>& piece) {
+  if constexpr (D == 3) {
+    // One way out for all: the mean of their directions, within kOneWay of each; none for
+    // a group a pin holds or with a mass that has no way out.
     Vec3 mean = Vec3::Zero();
-    for (int i : within) mean += out[i].normalized();
-    if (mean.isZero()) return {};
+    for (int i : masses) {
+      if (stuck[i] || (pinned[piece[i]] && !out[i].isZero())) return false;
+      if (!out[i].isZero()) mean += out[i].normalized();
+    }
+    if (mean.isZero()) return false;
     const Vec3 direction = mean.normalized();
     double lift = 0;
-    for (int i : within) {
+    for (int i : masses) {
+      if (pinned[piece[i]]) return false;
+      if (out[i].isZero()) continue;
       const double along = out[i].normalized().dot(direction);
-      if (along < kOneWay) return {};
+      if (along < kOneWay) return false;
       lift = std::max(lift, out[i].norm() / along);
     }
     const Vec3 move = lift * direction;
-    // What moves: every piece (masses joined by springs or rods) that no pin holds. A
-    // piece a pin holds stays, and may neither hold a mass that lies within a thickness
-    // nor lie in the way of what moves.
-    std::vector<int> root(n);
-    std::iota(root.begin(), root.end(), 0);
-    auto find = [&](int i) {
-      while (root[i] != i) i = root[i] = root[root[i]];
-      return i;
-    };
-    std::vector<std::array<Connector, 2>> links;
-    for (const Spring& s : model_.springs) links.push_back(s.c);
-    for (const DistanceConstraint& c : model_.constraints) links.push_back(c.c);
-    for (const auto& c : links)
-      if (c[0].type == MASS && c[1].type == MASS) root[find(c[0].nr)] = find(c[1].nr);
-    std::vector<bool> pinned(n);
-    for (const auto& c : links)
-      for (int k = 0; k < 2; ++k)
-        if (c[k].type == MASS && c[1 - k].type == FIX) pinned[find(c[k].nr)] = true;
-    for (int i : within)
-      if (pinned[find(i)]) return {};
+    // Nothing in the way: no collider reaching beyond the group's lowest mass (along the
+    // way out) within the box it sweeps (a blade over a sheet on a floor), no mass that
+    // crosses a collider (checked from just off where it is, as in Colliders::way_out) or
+    // ends within a thickness (test_what_cannot_leave_as_one_is_not_moved).
     Eigen::AlignedBox3d swept;
     swept.setEmpty();
-    for (int i = 0; i < n; ++i)
-      if (!pinned[find(i)]) swept.extend(pos(i)).extend(Vec3(pos(i) + move));
-    for (int i = 0; i < n; ++i)
-      if (pinned[find(i)] && swept.contains(pos(i))) return {};
-    // Nothing crossed on the way, and out of every thickness at the end (a lid above a
-    // sheet on a floor stops it: test_a_sheet_under_a_lid_is_not_moved_through_it).
-    for (int i = 0; i < n; ++i) {
-      if (pinned[find(i)]) continue;
-      // (from just off where it is: Colliders::way_out)
+    double lowest = std::numeric_limits<double>::infinity();
+    for (int i : masses) {
+      swept.extend(pos(i)).extend(Vec3(pos(i) + move));
+      lowest = std::min(lowest, pos(i).dot(direction));
+    }
+    const Colliders& colliders = model_.colliders;
+    if (colliders.reaches(swept, direction, lowest + 1e-6 * lift, state_.time)) return false;
+    for (int i : masses) {
       const Vec3 to = pos(i) + move;
       Vec3 further;
       if (colliders.crosses(pos(i) + 1e-9 * move, to, state_.time, state_.time) || !way_out(i, to, further) ||
           !further.isZero())
-        return {};
+        return false;
     }
-    for (int i = 0; i < n; ++i)
-      if (!pinned[find(i)]) state_.q.template segment<3>(3 * i) += move;
-    changed(kPositions);
+    for (int i : masses) state_.q.template segment<3>(3 * i) += move;
+    return true;
   }
-  return within;
+  return false;
+}
+
+template <int D>
+std::vector<int> System<D>::pieces(std::vector<bool>& pinned) const {
+  const int n = num_masses();
+  std::vector<int> root(n);
+  std::iota(root.begin(), root.end(), 0);
+  auto find = [&](int i) {
+    while (root[i] != i) i = root[i] = root[root[i]];
+    return i;
+  };
+  std::vector<std::array<Connector, 2>> links;
+  for (const Spring& s : model_.springs) links.push_back(s.c);
+  for (const DistanceConstraint& c : model_.constraints) links.push_back(c.c);
+  for (const auto& c : links)
+    if (c[0].type == MASS && c[1].type == MASS) root[find(c[0].nr)] = find(c[1].nr);
+  pinned.assign(n, false);
+  for (const auto& c : links)
+    for (int k = 0; k < 2; ++k)
+      if (c[k].type == MASS && c[1 - k].type == FIX) pinned[find(c[k].nr)] = true;
+  std::vector<int> piece(n);
+  for (int i = 0; i < n; ++i) piece[i] = find(i);
+  return piece;
 }
 
 template <int D>

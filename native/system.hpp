@@ -93,14 +93,14 @@ class System {
                      const std::vector<double>& thickness, const std::vector<double>& friction);
   const Colliders& colliders() const { return model_.colliders; }
   // A structure modelled within a collider's thickness (masses more than 1 % of it deep),
-  // which the penalty would throw out, moved out onto the surface
-  // (test_core_contact.py, test_a_mass_modelled_within_the_thickness_starts_on_it): by one
+  // which the penalty would throw out, moved to just beyond it
+  // (test_core_contact.py, test_a_mass_modelled_within_the_thickness_starts_on_it): each
+  // group of pieces (masses joined by springs or rods) near enough to meet moves by one
   // translation, so that layers keep their order, rods their length and objects their
-  // places. Only where every such mass leaves within kOneWay of one direction (a floor, a
-  // table top: not a ball), no pin holds its piece (masses joined by springs or rods), and
-  // the way is free: no collider crossed, no thickness entered, no pinned piece in the
-  // way. What moves: every piece no pin holds. Velocities are kept. Returns the masses
-  // that lay within a thickness, if they were moved (else none).
+  // places; only where every such mass of the group leaves within kOneWay of one direction
+  // (a floor, a table top: not a ball), no pin holds a piece of it, and the way is free (no
+  // collider reaching into what it sweeps, crossed or entered). Velocities are kept.
+  // Returns the masses that lay within a thickness and were moved.
   std::vector<int> move_out_of_colliders();
   static constexpr double kOneWay = 0.985;  // cos 10 degrees
 
@@ -167,6 +167,13 @@ class System {
   void changed(unsigned what);
   void require_idle(const char* change) const { sim_.require_idle(change); }
   void check_connector(const Connector& c, const std::function<std::string()>& item) const;
+  // Each mass's piece (the masses joined to it by springs or rods), numbered by one of its
+  // masses; `pinned[piece]`: whether a pin holds it.
+  std::vector<int> pieces(std::vector<bool>& pinned) const;
+  // One group of pieces out of the colliders by one translation, if it can leave as one
+  // (move_out_of_colliders): `out`, each mass's way out; `stuck`, none found.
+  bool move_group_out(const std::vector<int>& masses, const std::vector<Vec3>& out, const std::vector<bool>& stuck,
+                      const std::vector<bool>& pinned, const std::vector<int>& piece);
   // Mass i's way out of the colliders were it at `at` (Colliders::way_out; none in 2-D).
   bool way_out(int i, const Vec3& at, Vec3& move) const;
   // Where every vertex is now, in 3-D (self-contact's parts).

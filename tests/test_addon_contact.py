@@ -94,7 +94,7 @@ def test_a_chain_modelled_within_a_floors_thickness_starts_on_it(scene, bake):
     result = bake.bake_object(scene, inside)
     named = [w for w in result.warnings if "thickness" in w]
     assert named == ["'Chain': 11 vertices modelled within a collider's thickness (Collision ▸ Thickness "
-                     "Outer), so the bake starts with the object moved 1.5 cm out of it; to start from the "
+                     "Outer), so the bake starts with the object moved 1.52 cm out of it; to start from the "
                      "modelled shape, model the object at least that thickness away from the collider's "
                      "surface, or lower the thickness"]
     world = result.world_positions()

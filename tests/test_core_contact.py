@@ -676,6 +676,55 @@ def test_what_cannot_leave_as_one_is_not_moved():
                       thickness, 0.3)
     _stays(mss)
 
+    # A blade 1 mm thick whose edge hangs 12 mm over the floor, between rows of the sheet's
+    # masses: no mass meets it on its way, but the sheet would rise around it.
+    mss = sheet(11, 0.005)
+    blade = np.array([[0.1, -2, 0.012], [0.1, 2, 0.012], [0.1, 2, 1.0], [0.1, -2, 1.0]])
+    mss.set_colliders(np.concatenate([PLANE_V, blade]), np.concatenate([PLANE_T, PLANE_T + 4]),
+                      np.r_[thickness, thickness, 0.001, 0.001], 0.3)
+    _stays(mss)
+
+
+def test_groups_far_apart_move_out_on_their_own():
+    # One system: a sheet 5 mm over the floor (moved), a rope pinned 1 m up hanging to 5 mm
+    # over the floor 3 m away (a pin holds it: not moved), and a sheet 0.5 m up 3 m the
+    # other way (nothing near it lies within a thickness: not moved). A canopy over the
+    # first sheet, pinned at two corners, its masses at the others far beyond the sheet,
+    # holds it where it is (moved, it would rise through the canopy's face).
+    thickness, n = 0.02, 6
+    xs = np.linspace(0, 0.5, n)
+    low = np.array([[x, y, 0.005] for y in xs for x in xs])
+    high = low + [-3.5, 0, 0.495]
+    rope = np.column_stack([np.full(11, 3.0), np.zeros(11), np.linspace(1.0, 0.005, 11)])
+    grid = [(j * n + i, j * n + i + 1) for j in range(n) for i in range(n - 1)]
+    grid += [(j * n + i, (j + 1) * n + i) for j in range(n - 1) for i in range(n)]
+
+    def build(canopy=False):
+        positions = np.concatenate([low, high, rope])
+        edges = grid + [(a + n * n, b + n * n) for a, b in grid] + [(2 * n * n + k, 2 * n * n + k + 1)
+                                                                     for k in range(10)]
+        fixed = np.zeros(len(positions), bool)
+        fixed[2 * n * n] = True
+        if canopy:  # a quad 1.5 m wide, pinned at two corners
+            corners = np.array([[-0.5, -0.5, 0.02], [1, -0.5, 0.02], [1, 1, 0.02], [-0.5, 1, 0.02]])
+            start = len(positions)
+            positions = np.concatenate([positions, corners])
+            fixed = np.r_[fixed, True, True, False, False]
+            edges += [(start + k, start + (k + 1) % 4) for k in range(4)] + [(start, start + 2)]
+        mss = ms.MassSpringSystem3d.from_arrays(positions, 0.01, fixed=fixed, springs=np.array(edges),
+                                                stiffness=100.0, gravity=(0, 0, -G))
+        mss.set_colliders(PLANE_V, PLANE_T, thickness, 0.3)
+        return mss, positions
+
+    mss, positions = build()
+    moved = mss.move_out_of_colliders()
+    assert len(moved) == n * n  # the low sheet's masses, and only those
+    after = mss.vertex_positions()
+    np.testing.assert_allclose(after[:n * n, 2], OUT * thickness, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(after[n * n:], positions[n * n:])
+    mss, positions = build(canopy=True)
+    _stays(mss)
+
 
 def test_moving_out_keeps_velocities_and_needs_colliders():
     mss = one_mass((0.3, 0.2, 0.005), vel=(1.0, 0, 0))

@@ -92,13 +92,13 @@ void bind_colliders(SystemClass<D>& cls) {
            },
            "Moves a structure modelled within a collider's thickness (masses more than 1 % of "
            "it deep) to just beyond it (1 %), so that it starts there instead of being thrown "
-           "out: by one translation of every piece (masses joined by springs or rods) that no "
-           "fix holds, so that layers, rods and objects keep their places. Only where every "
-           "such mass leaves within 10 degrees of one direction (a floor, a table top: not a "
-           "ball), no fix holds its piece, and the way is free (no collider crossed or "
-           "thickness entered); otherwise nothing moves. A mass exactly in a face's plane leaves "
-           "against gravity. Velocities are kept. Returns the masses that lay within a "
-           "thickness, if they were moved.")
+           "out. Pieces (masses joined by springs or rods, with their fixes) near enough to meet "
+           "move together by one translation, so that layers, rods and objects keep their "
+           "places; only where every such mass leaves within 10 degrees of one direction (a "
+           "floor, a table top: not a ball), no fix holds a piece of the group, and the way is "
+           "free (no collider in what the group sweeps, crossed or entered); otherwise the group "
+           "stays. A mass exactly in a face's plane leaves against gravity. Velocities are kept. "
+           "Returns the masses that lay within a thickness and were moved.")
       .def("clear_colliders",
            [](S& s) { s.set_colliders({}, {}, {}, {}); })
       .def_property_readonly("num_collider_triangles",

@@ -451,6 +451,32 @@ bool Colliders::way_out(const Vec3& p, double t, const Vec3& side, Vec3& move) c
   return false;  // still within a thickness (a gap narrower than two of them)
 }
 
+bool Colliders::reaches(const Box& box, const Vec3& direction, double level, double t) const {
+  bool found = false;
+  tree_.overlapping(box, [&](int tri) {
+    if (found) return;
+    // The triangle's part within the box (clipped by its six planes, Sutherland-Hodgman),
+    // and its corners beyond the level: a floor sloping up far off lies below a sheet
+    // within the box.
+    std::vector<Vec3> polygon;
+    for (int k : triangles_[tri]) polygon.push_back(vertex(k, t));
+    for (int axis = 0; axis < 3 && !polygon.empty(); ++axis)
+      for (int side = 0; side < 2 && !polygon.empty(); ++side) {
+        const double bound = side == 0 ? box.min()(axis) : box.max()(axis);
+        auto inside = [&](const Vec3& x) { return side == 0 ? x(axis) >= bound : x(axis) <= bound; };
+        std::vector<Vec3> clipped;
+        for (std::size_t k = 0; k < polygon.size(); ++k) {
+          const Vec3 &a = polygon[k], &b = polygon[(k + 1) % polygon.size()];
+          if (inside(a)) clipped.push_back(a);
+          if (inside(a) != inside(b)) clipped.push_back(a + (bound - a(axis)) / (b(axis) - a(axis)) * (b - a));
+        }
+        polygon = std::move(clipped);
+      }
+    for (const Vec3& x : polygon) found = found || x.dot(direction) > level;
+  });
+  return found;
+}
+
 double Colliders::largest_speed() const {
   return in_call_ && duration_ > 0 ? largest_move() / duration_ : 0.0;
 }

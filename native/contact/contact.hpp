@@ -148,6 +148,9 @@ class Colliders {
   // a mass in its plane. False where the way out would cross a collider or is not found
   // (a gap narrower than two thicknesses) (System::move_out_of_colliders).
   bool way_out(const Vec3& p, double t, const Vec3& side, Vec3& move) const;
+  // Whether a triangle has a point within `box` beyond `level` along the unit `direction`
+  // at time t (in the way of what moves along it within the box).
+  bool reaches(const Eigen::AlignedBox3d& box, const Vec3& direction, double level, double t) const;
   static constexpr int kWayOutRounds = 16;
   static constexpr double kSettledDepth = 0.01;  // of the thickness: no way out needed
   static constexpr double kWayOutMargin = 0.01;  // of the thickness
