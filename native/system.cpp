@@ -46,6 +46,18 @@ double median_edge(const std::vector<Vec3>& x, const std::vector<std::array<int,
   return lengths[lengths.size() / 2];
 }
 
+// Sets of items joined pairwise (union-find with path halving): the pieces of a structure,
+// the groups of pieces (System::move_out_of_colliders).
+struct DisjointSets {
+  std::vector<int> parent;
+  explicit DisjointSets(std::size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  }
+  void join(int a, int b) { parent[find(a)] = find(b); }
+};
+
 // The least positive distance of the points that collide (inf: none).
 double least_distance(const SelfContact& contact, const std::vector<double>& distance) {
   double least = std::numeric_limits<double>::infinity();
@@ -389,18 +401,13 @@ std::vector<int> System<D>::move_out_of_colliders() {
     for (const Spring& s : model_.springs) add_pins(s.c);
     for (const DistanceConstraint& c : model_.constraints) add_pins(c.c);
     for (auto& box : reached) box.extend(box.min() - Vec3::Constant(reach)).extend(box.max() + Vec3::Constant(reach));
-    std::vector<int> group(reached.size());
-    std::iota(group.begin(), group.end(), 0);
-    auto find = [&](int k) {
-      while (group[k] != k) k = group[k] = group[group[k]];
-      return k;
-    };
+    DisjointSets groups(reached.size());
     BoxTree tree;
     tree.build(reached);
     for (int k = 0; k < static_cast<int>(reached.size()); ++k)
-      tree.overlapping(reached[k], [&](int other) { group[find(other)] = find(k); }, k);
+      tree.overlapping(reached[k], [&](int other) { groups.join(other, k); }, k);
     std::vector<std::vector<int>> members(reached.size());
-    for (int i = 0; i < n; ++i) members[find(index[piece[i]])].push_back(i);
+    for (int i = 0; i < n; ++i) members[groups.find(index[piece[i]])].push_back(i);
     for (const std::vector<int>& masses : members)
       if (!masses.empty() && move_group_out(masses, out, stuck, pinned, piece))
         for (int i : masses)
@@ -463,23 +470,18 @@ bool System<D>::move_group_out(const std::vector<int>& masses, const std::vector
 template <int D>
 std::vector<int> System<D>::pieces(std::vector<bool>& pinned) const {
   const int n = num_masses();
-  std::vector<int> root(n);
-  std::iota(root.begin(), root.end(), 0);
-  auto find = [&](int i) {
-    while (root[i] != i) i = root[i] = root[root[i]];
-    return i;
-  };
+  DisjointSets sets(n);
   std::vector<std::array<Connector, 2>> links;
   for (const Spring& s : model_.springs) links.push_back(s.c);
   for (const DistanceConstraint& c : model_.constraints) links.push_back(c.c);
   for (const auto& c : links)
-    if (c[0].type == MASS && c[1].type == MASS) root[find(c[0].nr)] = find(c[1].nr);
+    if (c[0].type == MASS && c[1].type == MASS) sets.join(c[0].nr, c[1].nr);
   pinned.assign(n, false);
   for (const auto& c : links)
     for (int k = 0; k < 2; ++k)
-      if (c[k].type == MASS && c[1 - k].type == FIX) pinned[find(c[k].nr)] = true;
+      if (c[k].type == MASS && c[1 - k].type == FIX) pinned[sets.find(c[k].nr)] = true;
   std::vector<int> piece(n);
-  for (int i = 0; i < n; ++i) piece[i] = find(i);
+  for (int i = 0; i < n; ++i) piece[i] = sets.find(i);
   return piece;
 }
 
