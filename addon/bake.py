@@ -24,8 +24,8 @@ from . import colliders, forces, writers
 from .errors import BakeCancelled, BakeError
 from .mesh_arrays import mesh_to_arrays
 from .properties import MAX_FRAME
-from .simulation import (FrameSimulation, Part, SimulationSettings, name_parts, simulate_world_positions,
-                         transform_points)
+from .simulation import (FrameSimulation, Part, SimulationSettings, import_core, name_parts,
+                         simulate_world_positions, transform_points)
 
 __all__ = [
     "BakeCancelled", "BakeError", "BakeJob", "BakeResult", "BakeSettings",
@@ -307,7 +307,7 @@ def slow_settings_warnings(name: str, arrays, settings) -> list[str]:
     above critical, self friction above any real material's."""
     warnings = []
     free = arrays.masses[~arrays.pinned]
-    mass = float(np.median(free)) if len(free) else 0.0
+    mass = import_core().median(free) if len(free) else 0.0
     critical = 2.0 * np.sqrt(settings.stiffness * mass)
     if critical > 0 and settings.damping > OVERDAMPED * critical:
         warnings.append(

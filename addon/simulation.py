@@ -287,7 +287,7 @@ AUTO_DISTANCE_OF_CLOSEST = 0.5
 
 def median_edge_length(positions: np.ndarray, arrays: MeshArrays) -> float:
     """The median length of the mesh's edges at `positions` (world metres)."""
-    return float(np.median(np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)))
+    return import_core().median(np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1))
 
 
 def self_collision_distance(positions: np.ndarray, arrays: MeshArrays, settings: SimulationSettings) -> float:

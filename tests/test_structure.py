@@ -393,3 +393,16 @@ def test_the_least_structures_the_presets_accept_simulate(make, values):
     mss.simulate(0.25, 6)
     after = mss.vertex_positions()
     assert np.isfinite(after).all() and np.abs(after - before).max() > 0
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 7, 8, 1001])
+def test_median_is_numpys(count):
+    """ms.median gives np.median's value, bit for bit (the bake's automatic self-collision
+    distance and warnings read it), without importing numpy.ma."""
+    values = np.random.default_rng(count).normal(size=count)
+    if count:
+        assert ms.median(values) == np.median(values)
+        assert ms.median(values.tolist()) == np.median(values)
+    else:
+        assert math.isnan(ms.median(values))
+    assert ms.median(np.full(4, 0.1)) == np.median(np.full(4, 0.1))

@@ -54,7 +54,7 @@ INTEGRATORS = tuple(info.name for info in INTEGRATOR_INFO)
 __all__ = [
     "FIX", "MASS", "MULTIGRID_MIN_MASSES", "MULTIGRID_MIN_MASSES_CONTROLLED", "SELF_LEAST_DISTANCE_OF_EDGE", "Chain", "Connector", "DistanceConstraint", "Fix", "Mass",
     "MassSpringSystem2d", "MassSpringSystem3d", "SimulationError", "Spring", "WireBending",
-    "HingeBending", "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "closest_parts", "from_arrays", "scattered_vertex_order",
+    "HingeBending", "INTEGRATORS", "INTEGRATOR_INFO", "IntegratorInfo", "LINEAR_SOLVERS", "closest_parts", "from_arrays", "median", "scattered_vertex_order",
     "get_num_threads", "set_num_threads", "usable_cores",
 ]
 
@@ -193,6 +193,21 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
     return system
 
 
+def median(values) -> float:
+    """The median of `values`, as ``np.median`` gives it (NaN for none), without importing
+    ``numpy.ma``: np.median does on its first call, which took 13 ms of a Blender session's
+    first bake (docs/performance.md, "What a bake costs besides simulating";
+    tests/test_structure.py, test_median_is_numpys)."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0:
+        return float("nan")
+    middle = x.size // 2
+    if x.size % 2:
+        return float(np.partition(x, middle)[middle])
+    lower, upper = np.partition(x, (middle - 1, middle))[middle - 1:middle + 1]
+    return float(0.5 * (lower + upper))
+
+
 def scattered_vertex_order(edges, vertex_count) -> bool:
     """Whether a mesh's vertex order is scattered: the median index span of its edges
     exceeds 4 sqrt(vertex_count). A grid in row order spans 1 or a row (sqrt of its vertex
@@ -204,7 +219,7 @@ def scattered_vertex_order(edges, vertex_count) -> bool:
     e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     if len(e) == 0 or vertex_count < 2:
         return False
-    return bool(np.median(np.abs(e[:, 0] - e[:, 1])) > 4.0 * np.sqrt(vertex_count))
+    return bool(median(np.abs(e[:, 0] - e[:, 1])) > 4.0 * np.sqrt(vertex_count))
 
 
 # The array API is also reachable from the classes, as documented.
