@@ -5,6 +5,8 @@ import dataclasses
 import inspect
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -406,3 +408,11 @@ def test_median_is_numpys(count):
     else:
         assert math.isnan(ms.median(values))
     assert ms.median(np.full(4, 0.1)) == np.median(np.full(4, 0.1))
+
+
+def test_median_does_not_import_numpy_ma():
+    """What ms.median is for: in a fresh process, numpy.ma stays unimported."""
+    code = ("import sys, mass_spring as ms; ms.median([3.0, 1.0, 2.0, 5.0]); "
+            "ms.scattered_vertex_order([[0, 1], [1, 2]], 3); print('numpy.ma' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -196,8 +196,8 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
 def median(values) -> float:
     """The median of `values`, as ``np.median`` gives it (NaN for none), without importing
     ``numpy.ma``: np.median does on its first call, which took 13 ms of a Blender session's
-    first bake (docs/performance.md, "What a bake costs besides simulating";
-    tests/test_structure.py, test_median_is_numpys)."""
+    first bake (docs/performance.md, "The bake"; tests/test_structure.py,
+    test_median_is_numpys)."""
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0:
         return float("nan")
