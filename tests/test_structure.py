@@ -411,8 +411,13 @@ def test_median_is_numpys(count):
 
 
 def test_median_does_not_import_numpy_ma():
-    """What ms.median is for: in a fresh process, numpy.ma stays unimported."""
-    code = ("import sys, mass_spring as ms; ms.median([3.0, 1.0, 2.0, 5.0]); "
-            "ms.scattered_vertex_order([[0, 1], [1, 2]], 3); print('numpy.ma' in sys.modules)")
+    """What ms.median is for: in a fresh process, numpy.ma stays unimported (numpy 1.x
+    imports it with numpy itself: nothing to spare there)."""
+    code = ("import sys, numpy; before = 'numpy.ma' in sys.modules; import mass_spring as ms; "
+            "ms.median([3.0, 1.0, 2.0, 5.0]); ms.scattered_vertex_order([[0, 1], [1, 2]], 3); "
+            "print(before, 'numpy.ma' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    with_numpy, after = out.stdout.split()
+    if with_numpy == "True":
+        pytest.skip("this numpy imports numpy.ma itself")
+    assert after == "False"
