@@ -151,3 +151,14 @@ def test_newton_error_estimate_follows_the_contraction_rate():
     assert math.isinf(e.error_estimate())
     e.add_correction(0.0)
     assert e.error_estimate() == 0.0  # converged exactly
+
+
+def test_the_first_correction_is_solved_tighter_only_when_calm():
+    # Under error control 1e-1, but a step's first correction 3e-2 while nothing touches
+    # and no bending stencil is present; without error control 1e-2 always.
+    assert step.linear_tolerance(error_control=True, first_correction=True, calm=True) == 3e-2
+    assert step.linear_tolerance(error_control=True, first_correction=True, calm=False) == 1e-1
+    assert step.linear_tolerance(error_control=True, first_correction=False, calm=True) == 1e-1
+    for first in (True, False):
+        for calm in (True, False):
+            assert step.linear_tolerance(error_control=False, first_correction=first, calm=calm) == 1e-2

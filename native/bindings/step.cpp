@@ -53,6 +53,8 @@ void bind_step(py::module_& m) {
       },
       py::arg("newton_tol"), py::arg("tolerance"), py::arg("length_scale"), py::arg("error_scale"),
       py::arg("gravity"), py::arg("acc_max"), py::arg("bq"), "(pos, acc, close_enough)");
+  m.def("linear_tolerance", &linear_tolerance, py::arg("error_control"), py::arg("first_correction"),
+        py::arg("calm"));
   m.def(
       "newton_may_stop",
       [](int iteration, double err, double constraint_err, double err_prev, double correction_err,

@@ -241,6 +241,7 @@ struct Simulator<D>::NewtonIteration {
   VectorXd rhs, delta;         // minus the residual (M acc - F, g / bq); the last correction
   double err_prev = std::numeric_limits<double>::infinity();
   double fraction = 1.0;       // of the last correction taken
+  int corrections = 0;         // solved so far
   double correction_err = std::numeric_limits<double>::infinity();
   NewtonErrorTest error_test;
   bool check_residual_first = false;  // forces before the matrix (newton_correct's end)
@@ -295,12 +296,9 @@ bool Simulator<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, c
   const int nc = static_cast<int>(model_.constraints.size());
   const double last_correction_err = n.correction_err;
   n.correction_err = std::numeric_limits<double>::infinity();
-  // Inexact Newton: the linear systems are solved to a relative residual of 1e-2. This
-  // Newton contracts the error by 20x or more per iteration, so solving more accurately
-  // buys little and costs Krylov iterations; much looser (1e-1) stalls Newton at
-  // newton_tol 1e-10. Under error control Newton stops 1e5 times earlier, where 1e-1
-  // is enough and saves Krylov iterations (docs/performance.md).
-  const double linear_tol = tolerance > 0 ? 1e-1 : 1e-2;
+  const bool first_correction = n.corrections++ == 0;
+  const bool calm = contacts_.empty() && !self_touching_ && lin_.elements.num_stencils() == 0 && lin_.multigrid();
+  const double linear_tol = linear_tolerance(tolerance > 0, first_correction, calm);
   if (!lin_.solve(n.rhs, n.delta, linear_tol, &n.lam)) return false;
   double correction_squares = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {
     n.acc_prev.segment(at, size) = n.acc.segment(at, size);

@@ -58,6 +58,11 @@ double force_tolerance(const NewtonSettings& s) {
   return s.tolerance > 0 ? std::max(s.newton_tol, 1e-3 * s.tolerance) : s.newton_tol;
 }
 
+double linear_tolerance(bool error_control, bool first_correction, bool calm) {
+  if (!error_control) return 1e-2;
+  return first_correction && calm ? kFirstCorrectionTolerance : 1e-1;
+}
+
 NewtonTolerances newton_tolerances(const NewtonSettings& s, double gravity, double acc_max, double bq) {
   NewtonTolerances tol;
   tol.pos = s.newton_tol * s.length_scale;  // rods: as tight as without control

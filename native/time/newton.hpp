@@ -88,6 +88,23 @@ struct NewtonTolerances {
 };
 NewtonTolerances newton_tolerances(const NewtonSettings& s, double gravity, double acc_max, double bq);
 
+// The relative residual each of Newton's linear systems is solved to (inexact Newton).
+// Without error control 1e-2: this Newton contracts the error by 20x or more per
+// iteration, so solving more accurately buys little and costs Krylov iterations, and much
+// looser (1e-1) stalls it at newton_tol 1e-10. Under error control Newton stops 1e5 times
+// earlier, where 1e-1 is enough, except for a step's first correction (not the first
+// after a halving) while the step is `calm`: the multigrid preconditions, nothing touches a
+// collider or itself, and there are no bending stencils. Its accuracy decides whether
+// Newton's error estimate can stop after the second correction: at 3e-2, folding sheets
+// and closed meshes took 10-22 % fewer Newton iterations, 2-11 % fewer Krylov iterations
+// and 2-12 % less time. Where things touch it cost Krylov iterations and saved no Newton
+// iterations; with hinges it tipped the stiff shear-free sheet into failing; and with a
+// factor (small systems, solved all but exactly) it saved nothing, and a mass bouncing
+// at a sphere's pole kept bouncing (docs/performance.md, "The first correction";
+// tests/test_core_step_pieces.py, test_the_first_correction_is_solved_tighter_only_when_calm).
+inline constexpr double kFirstCorrectionTolerance = 3e-2;
+double linear_tolerance(bool error_control, bool first_correction, bool calm);
+
 // What Newton knows when it decides whether to stop at an iteration.
 struct NewtonProgress {
   int iteration = 0;
