@@ -11,11 +11,13 @@ change to the solver on exactly what the add-on bakes, without Blender in the lo
 
 A replay makes the same steps, Newton and Krylov iterations as the bake it recorded
 (tests/test_replay_bake.py). Folding and landing sheets are chaotic: a change of the
-tolerance by 1e-4 of itself moves their counts by 5 % or more (docs/performance.md,
-"Measuring a change"). `--spread N` replays at N tolerances within 3e-4 of the bake's and
-prints the median and range of each count, so that two builds (`--core DIR ...`, each a
-folder holding a `mass_spring` package, replayed in turns) are compared on their spread
-rather than on one chaotic run. Prints numbers; asserts nothing.
+tolerance by 1e-4 of itself moves their counts by 2-8 % (docs/performance.md, "Measuring a
+change"). `--spread N` replays at N tolerances within 3e-4 of the bake's and prints the
+median and range of each count, so that two builds (`--core DIR ...`, each a folder
+holding a `mass_spring` package, each replay in a fresh process, the builds in turns) are
+compared on their spread rather than on one chaotic run. Without `--core` the replays run
+in one process after an untimed first one (a process's first replay is slower). Prints
+numbers; asserts nothing.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ def record_bake(simulation_module, bake) -> dict:
         return build_system(structures, **kw)
 
     def recording_init(self, *args, **kw):
+        if "solver" in rec:
+            raise RuntimeError("replay_bake records one simulation at a time")
         init(self, *args, **kw)
         rec["solver"] = (sim.INTEGRATORS[self.solver.integrator], self.solver.rho_inf,
                          self.solver.accuracy, self.solver.substeps, self.dt)
@@ -88,13 +92,20 @@ def record_bake(simulation_module, bake) -> dict:
 
 def record(args) -> None:
     import bpy
+    out = os.path.abspath(args.out)  # before --case moves to a scratch folder
+    if args.blend and args.case:
+        raise SystemExit("record: give --blend or --case, not both")
 
     import bake as headless  # scripts/bake.py: the add-on from the repo
     simulation = headless.addon_module("simulation", "repo")
     if args.blend:
         bpy.ops.wm.open_mainfile(filepath=os.path.abspath(args.blend))
+        if args.object and args.object not in bpy.data.objects:
+            raise SystemExit(f"record: {args.blend} has no object '{args.object}'")
         obj = bpy.data.objects[args.object] if args.object else next(
-            o for o in bpy.data.objects if o.type == 'MESH' and o.mass_spring.enabled)
+            (o for o in bpy.data.objects if o.type == 'MESH' and o.mass_spring.enabled), None)
+        if obj is None:
+            raise SystemExit(f"record: {args.blend} has no mesh with Mass–Spring enabled: give --object")
     elif args.case in CASES:
         import bench_contact
         os.chdir(__import__("tempfile").mkdtemp(prefix="replay_bake_"))
@@ -111,8 +122,11 @@ def record(args) -> None:
         o.select_set(False)
     bpy.context.view_layer.objects.active = obj
     obj.select_set(True)
-    rec = record_bake(simulation, bpy.ops.mass_spring.bake)
-    with open(args.out, "wb") as f:
+    results = []
+    rec = record_bake(simulation, lambda: results.append(bpy.ops.mass_spring.bake()))
+    if results != [{'FINISHED'}]:
+        raise SystemExit(f"record: the bake of '{obj.name}' did not finish ({results}): nothing written")
+    with open(out, "wb") as f:
         pickle.dump(rec, f)
     print(f"recorded {len(rec['frames'])} frames of '{obj.name}': {rec['stats']}")
 
@@ -163,10 +177,13 @@ def replay(args) -> None:
         for path in args.recordings:
             with open(path, "rb") as f:
                 rec = pickle.load(f)
+            if not args.rows:
+                replay_once(rec)  # untimed: a process's first replay is slower
             factors = SPREAD[args.factor_index:args.factor_index + 1] if args.rows else SPREAD[:args.spread]
             rows = spread_rows(rec, factors)
             if args.rows:
-                print(pickle.dumps(rows).hex())
+                import mass_spring
+                print(mass_spring.__file__, pickle.dumps(rows).hex())
             else:
                 print(f"{os.path.basename(path)}: {summary(rows)}; the bake: {rec.get('stats')}")
         return
@@ -176,11 +193,18 @@ def replay(args) -> None:
     for run in range(args.spread):
         for path in args.recordings:
             for core in args.core:
-                env = {**os.environ, "PYTHONPATH": os.path.abspath(core)}
-                out = subprocess.run([sys.executable, __file__, "replay", path, "--rows", "--spread", "1",
-                                      "--factor-index", str(run)],
-                                     env=env, capture_output=True, text=True, check=True).stdout
-                rows[(path, core)] += pickle.loads(bytes.fromhex(out.split()[-1]))
+                folder = os.path.abspath(core)
+                env = {**os.environ, "PYTHONPATH": folder}
+                child = subprocess.run([sys.executable, __file__, "replay", path, "--rows", "--spread", "1",
+                                        "--factor-index", str(run)], env=env, capture_output=True, text=True)
+                if child.returncode != 0:
+                    raise SystemExit(f"replay with --core {core} failed:\n{child.stderr}")
+                where, rows_hex = child.stdout.split()[-2:]
+                # A folder without mass_spring would fall through to the installed build.
+                if not os.path.realpath(where).startswith(os.path.realpath(folder) + os.sep):
+                    raise SystemExit(f"--core {core}: that folder holds no mass_spring package "
+                                     f"(the replay imported {where})")
+                rows[(path, core)] += pickle.loads(bytes.fromhex(rows_hex))
     for (path, core), r in rows.items():
         print(f"{os.path.basename(path)} {core}: {summary(r)}")
 
@@ -192,7 +216,7 @@ def main(argv=None) -> None:
     r.add_argument("out")
     r.add_argument("--blend", help="a .blend whose object to bake")
     r.add_argument("--object", help="the object's name (default: the first enabled mesh)")
-    r.add_argument("--case", help=f"a built-in scene: {', '.join(CASES)}")
+    r.add_argument("--case", choices=sorted(CASES), help="a built-in scene")
     r.add_argument("--frames", type=int, default=25, help="--case: frames, the first included")
     q = sub.add_parser("replay", help="run recordings on the core alone")
     q.add_argument("recordings", nargs="+")

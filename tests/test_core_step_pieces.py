@@ -154,8 +154,9 @@ def test_newton_error_estimate_follows_the_contraction_rate():
 
 
 def test_the_first_correction_is_solved_tighter_only_when_calm():
-    # Under error control 1e-1, but a step's first correction 3e-2 while nothing touches
-    # and no bending stencil is present; without error control 1e-2 always.
+    # Under error control 1e-1, but a step's first correction 3e-2 while calm (the
+    # multigrid preconditions, nothing touches, no bending stencils: Simulator's
+    # newton_correct decides); without error control 1e-2 always.
     assert step.linear_tolerance(error_control=True, first_correction=True, calm=True) == 3e-2
     assert step.linear_tolerance(error_control=True, first_correction=True, calm=False) == 1e-1
     assert step.linear_tolerance(error_control=True, first_correction=False, calm=True) == 1e-1

@@ -48,6 +48,8 @@ def test_a_replay_takes_the_bake_s_steps_and_ends_where_it_ended(scene, moving):
     simulation = submodule("simulation")
     assert not hasattr(simulation.FrameSimulation, "_replay_colliders")
     assert simulation.import_core().build_system.__name__ == "build_system"
+    assert simulation.FrameSimulation.__init__.__name__ == "__init__"
+    assert simulation.FrameSimulation.step.__name__ == "step"
 
 
 def test_a_spread_replays_at_tolerances_around_the_bake_s(scene):

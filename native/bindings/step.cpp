@@ -54,7 +54,7 @@ void bind_step(py::module_& m) {
       py::arg("newton_tol"), py::arg("tolerance"), py::arg("length_scale"), py::arg("error_scale"),
       py::arg("gravity"), py::arg("acc_max"), py::arg("bq"), "(pos, acc, close_enough)");
   m.def("linear_tolerance", &linear_tolerance, py::arg("error_control"), py::arg("first_correction"),
-        py::arg("calm"));
+        py::arg("calm"), "The relative residual Newton's linear solve is asked for (time/newton.hpp).");
   m.def(
       "newton_may_stop",
       [](int iteration, double err, double constraint_err, double err_prev, double correction_err,

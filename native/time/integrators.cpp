@@ -296,6 +296,9 @@ bool Simulator<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, c
   const int nc = static_cast<int>(model_.constraints.size());
   const double last_correction_err = n.correction_err;
   n.correction_err = std::numeric_limits<double>::infinity();
+  // The first correction tighter while calm: linear_tolerance (time/newton.hpp). contacts_
+  // is the assembly's just made. (A multigrid that fails within this solve falls back to
+  // the factor at the same tolerance, for this one solve.)
   const bool first_correction = n.corrections++ == 0;
   const bool calm = contacts_.empty() && !self_touching_ && lin_.elements.num_stencils() == 0 && lin_.multigrid();
   const double linear_tol = linear_tolerance(tolerance > 0, first_correction, calm);
