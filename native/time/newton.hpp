@@ -96,15 +96,14 @@ NewtonTolerances newton_tolerances(const NewtonSettings& s, double gravity, doub
 // shortened step starts anew; not the first after Newton halves a correction) while the
 // step is `calm`: the multigrid preconditions, nothing touches a collider or itself, and
 // there are no bending stencils. Its accuracy decides whether Newton's error estimate can
-// stop after the second correction: at 3e-2, the torus, tri65 and the 65^2 sheets took
-// 12-22 % fewer Newton iterations and 5-12 % less time (a 33^2 sheet 10 % fewer, its time
-// the same; a 129^2 sheet 2 % less). Where things touch it cost Krylov iterations and
-// saved no Newton iterations; with hinges it tipped the stiff shear-free sheet into
-// failing; and with a factor (small systems, solved all but exactly) it saved nothing,
-// and a mass bouncing at a sphere's pole kept bouncing (test_core_contact.py,
-// test_mass_inside_a_sphere_stays_inside_and_comes_to_rest). The rule's table is
-// docs/performance.md, "The first correction"; tests/test_core_step_pieces.py,
-// test_the_first_correction_is_solved_tighter_only_when_calm.
+// stop after the second correction, which on folding sheets and closed meshes saves Newton
+// iterations. Where things touch it costs Krylov iterations and saves no Newton
+// iterations; with hinges it tipped the stiff shear-free sheet into failing; and with a
+// factor (small systems, solved all but exactly) it saves nothing, and a mass bouncing at
+// a sphere's pole kept bouncing (test_core_contact.py,
+// test_mass_inside_a_sphere_stays_inside_and_comes_to_rest). The measurements are in
+// docs/performance.md, "The first correction"; the rule's test is
+// tests/test_core_step_pieces.py, test_the_first_correction_is_solved_tighter_only_when_calm.
 inline constexpr double kFirstCorrectionTolerance = 3e-2;
 double linear_tolerance(bool error_control, bool first_correction, bool calm);
 
