@@ -30,7 +30,13 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+# numpy's OpenBLAS threads spin after the recording is loaded and take a core from the
+# core's workers during a timed replay (docs/performance.md, "Inelastic impulses before
+# the step"): one BLAS thread, before numpy starts them. Replays in fresh processes
+# inherit it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402 (after the BLAS setting)
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 COUNTS = ("steps", "rejected_steps", "newton_iterations", "krylov_iterations")
