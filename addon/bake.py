@@ -252,6 +252,12 @@ def check_object(scene, obj, overrides: dict | None = None, writes: bool = True)
     if not settings.enabled:
         raise BakeError(f"Mass–Spring is not enabled on '{obj.name}': tick it in Properties ▸ Physics")
     record = writers.bake_record(obj) or {}
+    if record.get("output") == writers.DAMAGED and writes:
+        raise BakeError(
+            f"the bake record of '{obj.name}' (its custom property {writers.BAKE_RECORD}) is "
+            "damaged, so a new bake cannot tell the last bake's shape keys or Mesh Cache from "
+            "yours: Free Bake removes the record (only the record); then remove the last "
+            "bake's shape keys or Mesh Cache modifier yourself, or undo to before the change")
     key = obj.data.shape_keys
     if key is not None and writes:
         ours = set(record.get("keys", [])) | ({record.get("basis")} if record.get("keys") else set())

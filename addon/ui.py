@@ -47,7 +47,9 @@ class PHYSICS_PT_mass_spring(MassSpringPanelBase, bpy.types.Panel):
         row.prop(settings, "live_preview", icon='PLAY')
         if settings.live_preview:
             row.label(text=live.status(obj))
-        if record is not None:
+        if record is not None and record.get("output") == writers.DAMAGED:
+            layout.label(text="The bake record is damaged: Free Bake removes it", icon='ERROR')
+        elif record is not None:
             where = "shape keys" if record.get("output") == 'SHAPE_KEYS' else "PC2 + Mesh Cache"
             layout.label(text=f"Baked frames {record.get('frame_start')}–{record.get('frame_end')} "
                               f"into {where}", icon='CHECKMARK')

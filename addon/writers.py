@@ -183,10 +183,26 @@ def commit_shape_keys(obj, record: dict) -> None:
     obj.data.update()
 
 
+def bake_action(obj, record: dict):
+    """The action of `record`'s bake on `obj`, or None: the one the record names, unless
+    another object's shape keys play it; then the one this object's shape keys play if it is
+    a bake's. A duplicated object (Shift+D) keeps the original's record, which names the
+    original's action, while its shape keys play a copy of it: removing the named one would
+    freeze the original (test_addon_bake.py, test_rebaking_a_duplicate_keeps_the_originals_bake)."""
+    named = bpy.data.actions.get(record.get("action", "")) if record.get("action") else None
+    key = obj.data.shape_keys
+    playing = key.animation_data.action if key is not None and key.animation_data else None
+    if named is not None and (named == playing or named.users == 0):
+        return named
+    if playing is not None and playing.name.startswith(ACTION_PREFIX):
+        return playing
+    return None
+
+
 def remove_shape_keys(obj, record: dict) -> None:
     mesh = obj.data
     key = mesh.shape_keys
-    action = bpy.data.actions.get(record.get("action", "")) if record.get("action") else None
+    action = bake_action(obj, record)
     if key is not None:
         ours = set(record.get("keys", []))
         basis = record.get("basis", BASIS_NAME)
@@ -346,9 +362,33 @@ def add_mesh_cache(obj, filepath_setting: str, start_frame: int, name: str = MOD
 # Bake record
 
 
+DAMAGED = "DAMAGED"  # bake_record's output for a record the bake did not write
+
+
 def bake_record(obj) -> dict | None:
+    """The object's bake record as a dict; None without one. A record that is not one the
+    bake wrote (changed by hand or by a script) reads as {"output": DAMAGED}: Free Bake then
+    removes the record alone, and a bake refuses until it is gone
+    (test_addon_safety.py, test_a_damaged_bake_record_is_named_and_free_bake_removes_it)."""
     record = obj.get(BAKE_RECORD)
-    return None if record is None else record.to_dict()
+    if record is None:
+        return None
+    record = record.to_dict() if hasattr(record, "to_dict") else None
+    return record if readable_record(record) else {"output": DAMAGED}
+
+
+def readable_record(record) -> bool:
+    """Whether `record` has what removing its bake reads, of the types it was written with."""
+    if not isinstance(record, dict) or not isinstance(record.get("forces", {}), dict):
+        return False
+    def text(key, default=""):
+        return isinstance(record.get(key, default), str)
+    if record.get("output") == "SHAPE_KEYS":
+        keys = record.get("keys")
+        return isinstance(keys, list) and all(isinstance(k, str) for k in keys) and text("action") and text("basis")
+    if record.get("output") == "PC2":
+        return isinstance(record.get("modifier"), str) and text("filepath")
+    return False
 
 
 def store_record(obj, record: dict, name: str = BAKE_RECORD) -> None:
@@ -390,8 +430,9 @@ def free_bake(obj, record: dict | None = None) -> bool:
     record = bake_record(obj) if stored else record
     if record is None:
         return False
-    forces.remove(obj, record.get("forces", {}))
-    _remove_output(obj, record)
+    if record.get("output") != DAMAGED:  # a damaged record cannot tell ours from the user's
+        forces.remove(obj, record.get("forces", {}))
+        _remove_output(obj, record)
     if stored:
         del obj[BAKE_RECORD]
     return True

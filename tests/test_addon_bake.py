@@ -502,6 +502,37 @@ def test_bake_again_replaces_the_previous_bake(scene, bake):
     assert obj.data.shape_keys is None and len(bpy.data.actions) == 0
 
 
+@pytest.mark.parametrize("then", ["bake", "free"])
+def test_rebaking_a_duplicate_keeps_the_originals_bake(scene, bake, then):
+    # A copy (Shift+D) keeps the original's bake record, which names the original's action,
+    # while its own shape keys play a copy of that action: baking or freeing the copy
+    # removed the original's action and froze it (found by an adversarial test).
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    pin(obj, [0])
+    bake.bake_object(scene, obj)
+    frame_12 = at_frame(scene, obj, 12)
+    for other in bpy.context.selected_objects:
+        other.select_set(False)
+    obj.select_set(True)
+    bpy.context.view_layer.objects.active = obj
+    assert bpy.ops.object.duplicate() == {'FINISHED'}
+    copy = bpy.context.active_object
+    assert copy is not obj and copy.data is not obj.data
+    if then == "bake":
+        copy.mass_spring.stiffness = 30.0
+        bake.bake_object(scene, copy)
+    else:
+        assert bake.free_bake(copy) and copy.data.shape_keys is None
+    playing = obj.data.shape_keys.animation_data.action
+    assert playing is not None and playing.users >= 1
+    np.testing.assert_allclose(at_frame(scene, obj, 12), frame_12, atol=1e-6)
+    assert all(action.users > 0 for action in bpy.data.actions)  # the copy's own left no orphan
+    if then == "bake":
+        assert copy.data.shape_keys.animation_data.action not in (None, playing)
+        assert not np.allclose(at_frame(scene, copy, 12), frame_12)
+
+
 def test_cancel_leaves_no_trace(scene, bake):
     obj = make_grid(nx=4, ny=4)
     configure(obj)

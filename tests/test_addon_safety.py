@@ -244,6 +244,29 @@ def test_a_re_bake_has_the_names_of_a_first_bake(saved, bake):
         np.testing.assert_allclose(shown, result.local_positions[frame - 1], atol=1e-6)
 
 
+@pytest.mark.parametrize("damage", ["text", "keys a number", "no output"])
+def test_a_damaged_bake_record_is_named_and_free_bake_removes_it(saved, bake, damage):
+    # A record changed by hand gave a Python traceback from the bake and from Free Bake's
+    # poll (found by an adversarial test): now the bake names it and changes nothing, and
+    # Free Bake removes the record alone (it cannot tell the bake's shape keys from others).
+    writers = submodule("writers")
+    a = grid("A")
+    bake.bake_object(saved, a)
+    record = a[writers.BAKE_RECORD].to_dict()
+    a[writers.BAKE_RECORD] = {"text": "garbage",
+                              "keys a number": {**record, "keys": 5},
+                              "no output": {k: v for k, v in record.items() if k != "output"}}[damage]
+    before = mesh_fingerprint(a)
+    assert bake.has_bake(a)
+    refused(bake, saved, a, "bake record of 'A'", "damaged", "Free Bake removes the record")
+    assert mesh_fingerprint(a) == before
+    bpy.context.view_layer.objects.active = a
+    assert bpy.ops.mass_spring.free_bake.poll()
+    assert bpy.ops.mass_spring.free_bake() == {'FINISHED'}
+    assert writers.BAKE_RECORD not in a and not bake.has_bake(a)
+    assert a.data.shape_keys is not None and len(a.data.shape_keys.key_blocks) == 7  # left to the user
+
+
 def _delete_modifier(obj, name):
     obj.modifiers.remove(obj.modifiers[name])
 
