@@ -125,6 +125,19 @@ class BakeSettings:
     def is_property_set(self, name: str) -> bool:
         return name in self._overrides or self._stored.is_property_set(name)
 
+    def not_numbers(self) -> list[str]:
+        """The names (as the panel shows them) of the number settings that are NaN or Inf.
+        A script can set them; some were taken as 0 or as "automatic" (found by an
+        adversarial test: test_addon_bake.py, test_refuses_settings_that_are_not_numbers)."""
+        names = []
+        for prop in self._stored.bl_rna.properties:
+            if prop.type != 'FLOAT':
+                continue
+            value = getattr(self, prop.identifier)
+            if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
+                names.append(prop.name)
+        return names
+
 
 def frame_range(scene, obj, overrides: dict | None = None) -> tuple[int, int]:
     settings = BakeSettings(obj, overrides)
@@ -251,6 +264,11 @@ def check_object(scene, obj, overrides: dict | None = None, writes: bool = True)
     settings = BakeSettings(obj, overrides)
     if not settings.enabled:
         raise BakeError(f"Mass–Spring is not enabled on '{obj.name}': tick it in Properties ▸ Physics")
+    not_numbers = settings.not_numbers()
+    if not_numbers:
+        raise BakeError(f"'{obj.name}': {', '.join(not_numbers)} "
+                        f"{'is not a number' if len(not_numbers) == 1 else 'are not numbers'} "
+                        "(NaN or Inf): give a value in Properties ▸ Physics ▸ Mass–Spring")
     record = writers.bake_record(obj) or {}
     if record.get("output") == writers.DAMAGED and writes:
         raise BakeError(

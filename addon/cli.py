@@ -160,8 +160,13 @@ def object_names(values: list[str]) -> list[str]:
 
 def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
     """Split --objects lists and refuse inconsistent values (a usage error of `parser`)."""
-    if args.objects:
+    if args.objects is not None:
         args.objects = object_names(args.objects)
+        if not args.objects:  # `--objects ""` or `--objects ,` baked every enabled object
+            parser.error("--objects names no object: give names, or leave it out to bake every "
+                         "object with Mass–Spring enabled")
+    if args.in_place and args.output:  # --output was ignored
+        parser.error("--in-place and --output contradict each other: give one")
     if args.rho_inf is not None and not 0.0 <= args.rho_inf <= 1.0:
         parser.error(f"--rho-inf must be between 0 and 1, got {args.rho_inf}")
     if args.accuracy is not None and not (args.accuracy == 0.0 or 1e-9 <= args.accuracy <= 0.5):

@@ -809,6 +809,21 @@ def test_refuses_non_finite_position(scene, bake):
     assert obj.data.shape_keys is None
 
 
+@pytest.mark.parametrize("setting, name", [("shear_stiffness", "Shear Stiffness"),
+                                           ("self_collision_distance", "Distance"),
+                                           ("stiffness", "Stiffness")])
+def test_refuses_settings_that_are_not_numbers(scene, bake, setting, name):
+    # Found by an adversarial test: NaN Shear Stiffness baked as 0, a NaN self-collision
+    # distance as the automatic one, a NaN Stiffness was named by the core's spring number.
+    obj = make_grid(nx=3, ny=3)
+    configure(obj, self_collision=True)
+    before = mesh_fingerprint(obj)
+    setattr(obj.mass_spring, setting, float("nan"))
+    with pytest.raises(bake.BakeError, match=f"'{obj.name}': .*{name}.* (is not a number|are not numbers)"):
+        bake.bake_object(scene, obj)
+    assert mesh_fingerprint(obj) == before
+
+
 def test_refuses_all_pinned(scene, bake):
     obj = make_grid(nx=2, ny=2)
     configure(obj)

@@ -109,6 +109,23 @@ def test_absurd_counts_are_a_one_line_usage_error(chain_blend, tmp_path, capfd,
     assert not out.exists()
 
 
+@pytest.mark.parametrize("options, message", [
+    (["--objects", ""], "--objects names no object"),
+    (["--objects", ","], "--objects names no object"),
+    (["--in-place", "--output", "OUT"], "--in-place and --output contradict each other"),
+])
+def test_options_that_would_be_ignored_are_a_usage_error(chain_blend, tmp_path, capfd, options, message):
+    # Found by an adversarial test: an empty --objects baked every enabled object, and
+    # --in-place with --output saved over the input without writing the output.
+    before = chain_blend.read_bytes()
+    out = tmp_path / "x.blend"
+    capfd.readouterr()
+    assert submodule("cli").execute([str(chain_blend)] + [str(out) if o == "OUT" else o for o in options]) == 2
+    err = capfd.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists() and chain_blend.read_bytes() == before
+
+
 def test_a_report_or_output_that_is_a_folder_is_refused_before_the_bake(chain_blend, tmp_path, capfd):
     # Found by tests/fuzz_bake.py: --report naming a folder failed after the bake, whose
     # PC2 files had already replaced the previous ones.

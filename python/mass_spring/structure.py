@@ -104,7 +104,8 @@ class Structure:
             raise ValueError(f"hinge_weights: expected {len(self.hinges)} values, got shape "
                              f"{self.hinge_weights.shape}")
         self.wire_joints = _rows(self.wire_joints, 3, np.int64, "wire_joints")
-        for name in ("hinge_rigidity", "wire_rigidity", "self_collision_distance", "self_friction"):
+        for name in ("shear_stiffness", "bending_stiffness", "hinge_rigidity", "wire_rigidity",
+                     "self_collision_distance", "self_friction"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a number >= 0, got {value}")
