@@ -249,12 +249,13 @@ def validate(arrays: MeshArrays) -> None:
             f"{len(infinite)} vertex position(s) are not finite numbers (first: vertex "
             f"{infinite[0]}, NaN or Inf): delete those vertices or give them real coordinates")
     # The core accepts springs of zero length, but they have no direction to pull in
-    # (test_refuses_zero_length_edge). Zero is relative to the mesh's extent, so a mesh
-    # modelled at a nanometre's size is no zero (test_addon_scale.py,
-    # test_a_mesh_modelled_tiny_bakes_the_motion_of_a_big_one).
+    # (test_refuses_zero_length_edge). Zero is relative to the mesh's median edge, so a
+    # mesh modelled at a nanometre's size is no zero (test_addon_scale.py,
+    # test_a_mesh_modelled_tiny_bakes_the_motion_of_a_big_one), nor is every edge of a mesh
+    # with one vertex astray 1e9 m away (relative to the extent it was:
+    # test_a_vertex_far_astray_is_no_zero_length_edge).
     lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
-    extent = float(np.ptp(positions, axis=0).max()) if n > 1 else 0.0
-    tiny = extent * 1e-9
+    tiny = float(np.median(lengths)) * 1e-9
     zero = np.flatnonzero(lengths <= tiny)
     if len(zero):
         e = zero[0]

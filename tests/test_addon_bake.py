@@ -798,6 +798,16 @@ def test_refuses_zero_length_edge(scene, bake):
     assert_refused(bake, scene, obj, "zero length", "edge 1", "merge by distance")
 
 
+def test_a_vertex_far_astray_is_no_zero_length_edge(scene, bake):
+    # Zero length was relative to the mesh's extent: one vertex 1e10 m away made every
+    # edge of the grid "zero length" (found by an adversarial test).
+    obj = make_grid(nx=4, ny=4)
+    configure(obj)
+    obj.data.vertices[3].co = (1e10, 0.0, 0.0)
+    message = assert_refused(bake, scene, obj, "position beyond")
+    assert "zero length" not in message
+
+
 def test_refuses_non_finite_position(scene, bake):
     """Refused before the simulation, naming the vertex (NaN lengths would slip past the
     zero-length check)."""

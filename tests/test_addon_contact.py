@@ -84,6 +84,19 @@ def test_chain_lands_on_a_collision_plane(scene, bake):
     assert list(submodule("writers").bake_record(chain)["colliders"]) == ["Floor"]
 
 
+def test_a_mass_too_fast_for_a_floor_gets_one_cure(scene, bake):
+    # The core's message names the collider's thickness as the cure; the add-on added its
+    # own generic one after it (found by an adversarial test).
+    make_collider("Floor", PLANE, [(0, 1, 2, 3)], thickness=0.02, friction=0.3)
+    chain = make_chain(height=0.3)
+    chain.mass_spring.initial_velocity = (0.0, 0.0, -1000.0)
+    with pytest.raises(bake.BakeError) as info:
+        bake.bake_object(scene, chain)
+    message = str(info.value)
+    assert "would pass through a collider" in message and "thicker collider" in message
+    assert message.count("Likely cure") == 1 and "more substeps" not in message
+
+
 def test_a_chain_modelled_within_a_floors_thickness_starts_on_it(scene, bake):
     # A chain modelled 5 mm over a floor 2 cm thick starts just beyond the thickness (1 %:
     # Colliders::kWayOutMargin; before, the penalty threw it 0.5 m up); the bake says so.
