@@ -344,6 +344,32 @@ def slow_settings_warnings(name: str, arrays, settings) -> list[str]:
     return warnings
 
 
+def loose_vertex_warnings(name: str, arrays, settings) -> list[str]:
+    """Warnings for a pin group that pins nothing, and for free vertices that no spring
+    with stiffness and no rod holds (a Stiffness Group weighted only where the mesh is
+    pinned: the rest falls apart like dust; found by an adversarial test,
+    test_addon_bake.py, test_vertices_no_spring_holds_are_named)."""
+    warnings = []
+    if arrays.pin_group and not arrays.pinned.any():
+        warnings.append(f"'{name}': Pin Group '{arrays.pin_group}' pins no vertex (none has a "
+                        "weight above 0.5): nothing is pinned")
+    pairs = [arrays.edges, arrays.shear_pairs]
+    weights = arrays.stiffness_weights
+    mean = (lambda rows: np.ones(len(rows))) if weights is None else (lambda rows: weights[rows].mean(axis=1))
+    strength = [settings.stiffness * arrays.stiffness_scale * mean(arrays.edges) + arrays.rigid,
+                settings.shear_stiffness * mean(arrays.shear_pairs)]
+    held = np.zeros(arrays.vertex_count, dtype=bool)
+    for rows, k in zip(pairs, strength):
+        held[rows[k > 0].ravel()] = True
+    loose = np.flatnonzero(~held & ~arrays.pinned)
+    if len(loose) and held.any():
+        why = (f"their weights in Stiffness Group '{settings.stiffness_group}' are 0"
+               if weights is not None else "the stiffness of their edges is 0")
+        warnings.append(f"'{name}': {len(loose)} free vertex(es) (first: vertex {loose[0]}) have no "
+                        f"spring with stiffness, because {why}: they fall on their own")
+    return warnings
+
+
 def friction_warning(setting: str, value: float) -> str:
     return (f"{setting} {value:g} is above any real material's (rubber on rubber is about 1): above "
             f"{HIGHEST_FRICTION:g} nothing slides any more, and the bake slows down many times")
@@ -423,6 +449,7 @@ class BakeJob:
         except BakeError as ex:
             raise BakeError(f"'{obj.name}': {ex}") from ex
         self.warnings += slow_settings_warnings(obj.name, self.arrays, BakeSettings(obj, overrides))
+        self.warnings += loose_vertex_warnings(obj.name, self.arrays, BakeSettings(obj, overrides))
         self.settings = simulation_settings(scene, obj, overrides)
         start, end = frame_range(scene, obj, overrides)
         self.frames = np.arange(start, end + 1)

@@ -834,6 +834,28 @@ def test_refuses_settings_that_are_not_numbers(scene, bake, setting, name):
     assert mesh_fingerprint(obj) == before
 
 
+def test_vertices_no_spring_holds_are_named(scene, bake):
+    # A Stiffness Group weighted only on the pinned row left every spring between free
+    # vertices at 0 N/m, and a pin group with no weight pinned nothing, without a word
+    # (found by an adversarial test).
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    top = [6, 7, 8]
+    pin(obj, top)
+    obj.vertex_groups.new(name="Stiff").add(top, 1.0, 'REPLACE')
+    obj.mass_spring.stiffness_group = "Stiff"
+    warnings = bake.bake_object(scene, obj).warnings
+    assert any("3 free vertex(es) (first: vertex 0) have no spring with stiffness" in w
+               and "Stiffness Group 'Stiff'" in w for w in warnings), warnings
+    bake.free_bake(obj)
+    obj.mass_spring.stiffness_group = ""
+    obj.vertex_groups.new(name="Nothing")
+    obj.mass_spring.pin_group = "Nothing"
+    warnings = bake.bake_object(scene, obj).warnings
+    assert any("Pin Group 'Nothing' pins no vertex" in w for w in warnings), warnings
+    assert not any("no spring with stiffness" in w for w in warnings)
+
+
 def test_refuses_all_pinned(scene, bake):
     obj = make_grid(nx=2, ny=2)
     configure(obj)
