@@ -636,9 +636,9 @@ class FrameSimulation:
         except (RuntimeError, ValueError) as ex:
             # The core names a cause that no setting cures ("Likely cause: ... a flat rod
             # network"): the usual cures would mislead (test_flat_rod_plate_names_the_cause).
-            # A cure the core names already (a collider passed through: its speed and
-            # thickness) stands alone (test_a_mass_too_fast_for_a_floor_gets_one_cure).
-            cure = "" if "Likely cause:" in str(ex) or "Likely cure" in str(ex) else (
+            # A crossing's cure the core names (a thicker collider, a larger distance)
+            # stands alone (test_a_mass_too_fast_for_a_floor_gets_one_cure).
+            cure = "" if "Likely cause:" in str(ex) or "pass through" in str(ex) else (
                 f" Likely cure: more substeps (now {substeps}), lower stiffness "
                 "or mass ratios, or more numerical damping (ρ∞ below 1, or Implicit Euler)")
             if cure and any(part_has_unbraced_hinges(part.arrays, part.settings) for part in self.parts):

@@ -370,6 +370,8 @@ def test_collider_input_is_checked():
         mss.set_colliders(PLANE_V * np.nan, PLANE_T)
     with pytest.raises(ValueError, match=r"shape \(V, 3\)"):
         mss.set_colliders(PLANE_V[:, :2], PLANE_T)
+    with pytest.raises(ValueError, match="triangles must be integer vertex indices, got float64"):
+        mss.set_colliders(PLANE_V, np.asarray(PLANE_T, dtype=float) + 0.7)  # was cast to int
     flat = ms.MassSpringSystem2d()
     with pytest.raises(ValueError, match="2-D"):
         flat.set_colliders(PLANE_V, PLANE_T)

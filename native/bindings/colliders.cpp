@@ -14,6 +14,24 @@ namespace {
 // number or one per triangle.
 template <int D>
 void set_colliders(System<D>& s, const Arr& vertices, const IdxArr& triangles,
+                   const Arr& thickness, const Arr& friction);
+
+// As given from Python: triangles of float values were cast to int (1.7 to vertex 1), where
+// from_arrays refuses float indices (found by an adversarial test;
+// test_core_contact.py, test_collider_input_is_checked).
+template <int D>
+void set_colliders_checked(System<D>& s, const Arr& vertices, const py::object& given,
+                           const Arr& thickness, const Arr& friction) {
+  const py::array triangles = py::array::ensure(given);
+  if (!triangles) throw InputError("set_colliders: triangles must be an array of vertex indices");
+  if (triangles.size() > 0 && triangles.dtype().kind() != 'i' && triangles.dtype().kind() != 'u')
+    throw InputError("set_colliders: triangles must be integer vertex indices, got " +
+                     std::string(py::str(triangles.dtype())) + " values");
+  set_colliders(s, vertices, IdxArr::ensure(triangles), thickness, friction);
+}
+
+template <int D>
+void set_colliders(System<D>& s, const Arr& vertices, const IdxArr& triangles,
                    const Arr& thickness, const Arr& friction) {
   if (vertices.size() % 3 != 0 || (vertices.ndim() == 2 && vertices.shape(1) != 3))
     throw InputError("set_colliders: vertices must have shape (V, 3)");
@@ -77,7 +95,7 @@ template <int D>
 void bind_colliders(SystemClass<D>& cls) {
   using S = System<D>;
   cls
-      .def("set_colliders", &set_colliders<D>, py::arg("vertices"), py::arg("triangles"),
+      .def("set_colliders", &set_colliders_checked<D>, py::arg("vertices"), py::arg("triangles"),
            py::arg("thickness") = 0.02, py::arg("friction") = 0.3,
            "Triangles the masses rest on and cannot pass (3-D only): vertices (V, 3), "
            "triangles (T, 3) indices, thickness (m, the distance masses keep from the "
