@@ -204,6 +204,8 @@ def remove_shape_keys(obj, record: dict) -> None:
     key = mesh.shape_keys
     action = bake_action(obj, record)
     if key is not None:
+        if key.animation_data and action is not None and key.animation_data.action == action:
+            key.animation_data.action = None
         ours = set(record.get("keys", []))
         basis = record.get("basis", BASIS_NAME)
         others = [kb.name for kb in key.key_blocks if kb.name not in ours and kb.name != basis]
@@ -214,9 +216,9 @@ def remove_shape_keys(obj, record: dict) -> None:
                 block = key.key_blocks.get(name)
                 if block is not None:
                     obj.shape_key_remove(block)
-            if key.animation_data and action is not None and key.animation_data.action == action:
-                key.animation_data.action = None
-    if action is not None:
+    # Only where nothing else plays it: a duplicate whose shape keys share the original's
+    # action (where Duplicate Data leaves actions shared) leaves it to the original.
+    if action is not None and action.users == 0:
         bpy.data.actions.remove(action)
     mesh.update()
 

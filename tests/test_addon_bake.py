@@ -502,11 +502,17 @@ def test_bake_again_replaces_the_previous_bake(scene, bake):
     assert obj.data.shape_keys is None and len(bpy.data.actions) == 0
 
 
+@pytest.mark.parametrize("copy_actions", [True, False])
 @pytest.mark.parametrize("then", ["bake", "free"])
-def test_rebaking_a_duplicate_keeps_the_originals_bake(scene, bake, then):
+def test_rebaking_a_duplicate_keeps_the_originals_bake(scene, bake, then, copy_actions):
     # A copy (Shift+D) keeps the original's bake record, which names the original's action,
-    # while its own shape keys play a copy of that action: baking or freeing the copy
-    # removed the original's action and froze it (found by an adversarial test).
+    # while its own shape keys play a copy of that action (or, with Duplicate Data's Action
+    # off, the same one): baking or freeing the copy removed the original's action and froze
+    # it (found by an adversarial test).
+    edit = bpy.context.preferences.edit
+    if not hasattr(edit, "use_duplicate_action"):
+        pytest.skip("this Blender has no Duplicate Data preference for actions")
+    kept, edit.use_duplicate_action = edit.use_duplicate_action, copy_actions
     obj = make_grid(nx=3, ny=3)
     configure(obj)
     pin(obj, [0])
@@ -516,7 +522,10 @@ def test_rebaking_a_duplicate_keeps_the_originals_bake(scene, bake, then):
         other.select_set(False)
     obj.select_set(True)
     bpy.context.view_layer.objects.active = obj
-    assert bpy.ops.object.duplicate() == {'FINISHED'}
+    try:
+        assert bpy.ops.object.duplicate() == {'FINISHED'}
+    finally:
+        edit.use_duplicate_action = kept
     copy = bpy.context.active_object
     assert copy is not obj and copy.data is not obj.data
     if then == "bake":
