@@ -100,7 +100,20 @@ def has_bake(obj) -> bool:
 
 
 def free_bake(obj) -> bool:
-    """Remove what the last bake of `obj` added; False if there was none."""
+    """Remove what the last bake of `obj` added; False if there was none. Refused where its
+    shape keys belong to a mesh other objects share (a linked duplicate made after the
+    bake): freeing them froze the others too, whose records stayed (found by an
+    adversarial test; test_addon_safety.py, test_free_bake_refuses_shape_keys_a_linked_duplicate_shares)."""
+    record = writers.bake_record(obj)
+    if record is not None and record.get("output") == "SHAPE_KEYS" and obj.data.shape_keys is not None:
+        others = [other.name for other in forces.mesh_users(obj) if other != obj]
+        if others:
+            raise BakeError(
+                f"the baked shape keys of '{obj.name}' belong to mesh '{obj.data.name}', which "
+                f"{', '.join(repr(o) for o in others[:3])}{' …' if len(others) > 3 else ''} "
+                f"share{'s' if len(others) == 1 else ''} (a linked duplicate): freeing them "
+                "here would remove their animation too. Give this object its own mesh first "
+                "(Object ▸ Relations ▸ Make Single User ▸ Object & Data), or delete the duplicate")
     return writers.free_bake(obj)
 
 

@@ -165,7 +165,11 @@ class MASS_SPRING_OT_free_bake(bpy.types.Operator):
         return True
 
     def execute(self, context):
-        free_bake(context.object)
+        try:
+            free_bake(context.object)
+        except BakeError as ex:
+            self.report({'ERROR'}, str(ex))
+            return {'CANCELLED'}
         self.report({'INFO'}, f"Removed the Mass–Spring bake of '{context.object.name}'")
         return {'FINISHED'}
 

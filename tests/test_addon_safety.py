@@ -316,6 +316,26 @@ def force_attributes(mesh) -> dict:
     return out
 
 
+def test_free_bake_refuses_shape_keys_a_linked_duplicate_shares(saved, bake):
+    # Before: Free Bake on a linked duplicate (Alt+D after the bake) removed the shared
+    # mesh's shape keys, freezing the original, whose record stayed (found by an
+    # adversarial test). Once the duplicate has a mesh of its own, Free Bake frees it alone.
+    a = grid("A")
+    bake.bake_object(saved, a)
+    b = a.copy()  # a linked duplicate: the same mesh
+    saved.collection.objects.link(b)
+    before = mesh_fingerprint(a)
+    with pytest.raises(bake.BakeError, match="belong to mesh .* which 'A' shares .*Make Single User"):
+        bake.free_bake(b)
+    bpy.context.view_layer.objects.active = b
+    with pytest.raises(RuntimeError, match="Make Single User"):  # the operator's error report
+        bpy.ops.mass_spring.free_bake()
+    assert mesh_fingerprint(a) == before and bake.has_bake(b)
+    b.data = a.data.copy()
+    assert bake.free_bake(b) and b.data.shape_keys is None
+    assert mesh_fingerprint(a) == before and bake.has_bake(a)
+
+
 def test_linked_duplicates_keep_each_others_forces(saved, bake, tmp_path):
     # Before: B's bake replaced A's force attributes on the shared mesh, and Free Bake on B
     # deleted the attributes A's forces modifier reads.
