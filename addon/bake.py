@@ -368,9 +368,9 @@ def loose_vertex_warnings(name: str, arrays, settings) -> list[str]:
                         "weight above 0.5): nothing is pinned")
     pairs = [arrays.edges, arrays.shear_pairs]
     weights = arrays.stiffness_weights
-    mean = (lambda rows: np.ones(len(rows))) if weights is None else (lambda rows: weights[rows].mean(axis=1))
-    strength = [settings.stiffness * arrays.stiffness_scale * mean(arrays.edges) + arrays.rigid,
-                settings.shear_stiffness * mean(arrays.shear_pairs)]
+    mean = import_core().Structure.element_weights
+    strength = [settings.stiffness * arrays.stiffness_scale * mean(weights, arrays.edges) + arrays.rigid,
+                settings.shear_stiffness * mean(weights, arrays.shear_pairs)]
     held = np.zeros(arrays.vertex_count, dtype=bool)
     for rows, k in zip(pairs, strength):
         held[rows[k > 0].ravel()] = True
@@ -457,16 +457,16 @@ class BakeJob:
         self.obj = obj
         self.object_name = obj.name if obj is not None else ""
         self.warnings = check_object(scene, obj, overrides, writes)
+        stored = BakeSettings(obj, overrides)
         try:
-            self.arrays = mesh_to_arrays(obj, BakeSettings(obj, overrides))
+            self.arrays = mesh_to_arrays(obj, stored)
         except BakeError as ex:
             raise BakeError(f"'{obj.name}': {ex}") from ex
-        self.warnings += slow_settings_warnings(obj.name, self.arrays, BakeSettings(obj, overrides))
-        self.warnings += loose_vertex_warnings(obj.name, self.arrays, BakeSettings(obj, overrides))
+        self.warnings += slow_settings_warnings(obj.name, self.arrays, stored)
+        self.warnings += loose_vertex_warnings(obj.name, self.arrays, stored)
         self.settings = simulation_settings(scene, obj, overrides)
         start, end = frame_range(scene, obj, overrides)
         self.frames = np.arange(start, end + 1)
-        stored = BakeSettings(obj, overrides)
         self.stored_settings = stored
         self.output = stored.output
         self._frame_before = (scene.frame_current, scene.frame_subframe)

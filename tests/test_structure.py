@@ -147,12 +147,34 @@ def test_velocities_and_total_mass():
     (dict(stiffness_scale=[1.0, 2.0]), r"stiffness_scale: expected 1 values"),
     (dict(faces=[[0, 1, 7]]), r"face 0: vertex index \[0, 1, 7\] out of range \(there are 2 vertices\)"),
     (dict(faces=[[0, 1, 1], [0, 1, -1, 1]]), r"face 1: vertex index \[0, 1, -1, 1\] out of range"),
+    # unsigned indices beyond int64 are named as given, not wrapped to a negative vertex
+    (dict(edges=np.array([[0, 2**63]], dtype=np.uint64)),
+     r"edges row 0: vertex index \[0, 9223372036854775808\] out of range"),
+    (dict(faces=[[0, 1, 1], np.array([0, 1, 2**64 - 1], dtype=np.uint64)]),
+     r"face 1: vertex index \[0, 1, 18446744073709551615\] out of range"),
+    (dict(faces=np.array([[0, 1, 2**63]], dtype=np.uint64)), r"face 0: vertex index \[0, 1, 9223372036854775808\]"),
+    # a face of two vertices bounds nothing; self-collision would leave it out silently
+    (dict(faces=[[0, 1, 1], [0, 1]], self_collision_distance=0.1), r"face 1: 2 vertex\(es\); a face needs at least 3"),
+    (dict(faces=[[0, 1, 1], [0.0, 1.0, 1.5]]), r"face 1: expected integer vertex indices"),
 ])
 def test_bad_structures_raise_value_errors(kwargs, message):
     args = dict(positions=[[0, 0, 0], [1, 0, 0]], edges=[[0, 1]])
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         ms.Structure(**args)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    (dict(springs=np.array([[0, 2**63]], dtype=np.uint64)), r"spring 0: vertex index \[0, 9223372036854775808\]"),
+    (dict(constraints=np.array([[2**64 - 1, 0]], dtype=np.uint64)), r"constraint 0: vertex index \[18446744073709551615, 0\]"),
+    (dict(springs=[[0, 1]], faces=[[0, 1, 2**63]], self_collision_distance=0.1), r"face 0: vertex index \[0, 1, 9223372036854775808\]"),
+    (dict(springs=[[0, 1]], faces=[[0, 1]], self_collision_distance=0.1), r"face 0: 2 vertex\(es\); a face needs at least 3"),
+])
+def test_from_arrays_names_indices_as_given(arrays, message):
+    """Unsigned indices beyond int64 were reported as a negative vertex, and a face of two
+    vertices was left out of self-collision silently (an adversarial test's findings)."""
+    with pytest.raises(ValueError, match=message):
+        ms.from_arrays(np.array([[0, 0, 0], [1, 0, 0.0]]), np.ones(2), stiffness=1.0, **arrays)
 
 
 def test_bad_values_reach_from_arrays_checks():

@@ -103,6 +103,7 @@ def _pairs(value, name: str) -> np.ndarray:
         return np.zeros((0, 2), dtype=np.int64)
     if arr.ndim != 2 or arr.shape[1] != 2 or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name}: expected an integer array of shape (count, 2)")
+    _refuse_wrapping_indices(arr, name)
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
@@ -232,6 +233,7 @@ from . import presets  # noqa: E402
 from .structure import (  # noqa: E402
     Structure, bending_pairs, between_pins, build_system, hinges_of_faces, hinges_of_triangles,
     quad_diagonals, triangles_of_faces, wire_joints)
+from .structure import _refuse_wrapping_indices  # noqa: E402
 
 __all__ += ["Structure", "bending_pairs", "between_pins", "build_system", "hinges_of_faces",
             "hinges_of_triangles", "presets", "quad_diagonals", "triangles_of_faces", "wire_joints"]

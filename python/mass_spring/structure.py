@@ -168,7 +168,18 @@ def _rows(value, width: int, dtype, name: str) -> np.ndarray:
         raise ValueError(f"{name}: expected shape (count, {width}), got {arr.shape}")
     if dtype is np.int64 and not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name}: expected integer vertex indices, got {arr.dtype}")
+    if dtype is np.int64:
+        _refuse_wrapping_indices(arr, f"{name} row")
     return np.ascontiguousarray(arr, dtype=dtype)
+
+
+def _refuse_wrapping_indices(arr: np.ndarray, name: str, first_row: int = 0) -> None:
+    """ValueError for unsigned indices beyond int64, which the cast to int64 would turn
+    negative and report as another vertex (found by an adversarial test:
+    tests/test_structure.py, test_bad_structures_raise_value_errors)."""
+    if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
+        row = int(np.flatnonzero((arr > np.iinfo(np.int64).max).reshape(len(arr), -1).any(axis=1))[0])
+        raise ValueError(f"{name} {first_row + row}: vertex index {arr[row].tolist()} out of range")
 
 
 def _vertex_weights(value, count: int, name: str) -> np.ndarray:
@@ -215,16 +226,30 @@ def _check_indices(rows: np.ndarray, n: int, name: str) -> None:
 def _check_faces(faces, n: int) -> None:
     """ValueError naming the first face with a vertex index outside 0..n-1 (by the user's
     face, not by the triangles self-collision cuts it into)."""
-    lengths = np.array([len(f) for f in faces], dtype=np.int64)
-    if not lengths.sum():
-        return
-    flat = np.concatenate([np.asarray(f, dtype=np.int64).reshape(-1) for f in faces]) \
-        if not isinstance(faces, np.ndarray) else faces.astype(np.int64).reshape(-1)
-    bad = np.flatnonzero((flat < 0) | (flat >= n))
-    if bad.size:
-        face = int(np.searchsorted(np.cumsum(lengths), bad[0], side="right"))
-        corners = np.asarray(faces[face], dtype=np.int64).tolist()
-        raise ValueError(f"face {face}: vertex index {corners} out of range (there are {n} vertices)")
+    for k, face in enumerate(face_rows(faces)):
+        if face.min() < 0 or face.max() >= n:
+            raise ValueError(f"face {k}: vertex index {face.tolist()} out of range (there are {n} vertices)")
+
+
+def face_rows(faces) -> list[np.ndarray]:
+    """Each polygon's vertex indices as an int64 array. ValueError, naming the face, for a
+    face of fewer than three vertices (it bounds nothing, and self-collision and bending
+    left it out silently), for indices that are not integers, and for unsigned ones beyond
+    int64, which the cast would wrap to a negative vertex (found by an adversarial test:
+    tests/test_structure.py, test_bad_structures_raise_value_errors)."""
+    rows = []
+    for k, face in enumerate(faces):
+        f = np.asarray(face)
+        if f.ndim != 1 or f.size < 3:
+            raise ValueError(f"face {k}: {f.size} vertex(es); a face needs at least 3 (give a pair "
+                             "of vertices as an edge)")
+        if not np.issubdtype(f.dtype, np.integer):
+            if all(isinstance(v, (int, np.integer)) for v in face):  # Python ints beyond int64
+                raise ValueError(f"face {k}: vertex index {[int(v) for v in face]} out of range")
+            raise ValueError(f"face {k}: expected integer vertex indices, got {f.tolist()}")
+        _refuse_wrapping_indices(f.reshape(1, -1), "face", first_row=k)
+        rows.append(f.astype(np.int64, copy=False))
+    return rows
 
 
 def between_pins(pairs: np.ndarray, pinned: np.ndarray) -> np.ndarray:
@@ -409,10 +434,10 @@ def triangles_of_faces(faces) -> np.ndarray:
     ribbon's baked quads crossed on the other (tests/test_addon_self_collision.py). Larger
     polygons are cut as a fan from their first corner."""
     tris = []
-    for f in map(list, faces):
+    for f in map(list, face_rows(faces)):
         if len(f) == 4:
             tris += [(f[0], f[1], f[2]), (f[0], f[2], f[3]), (f[0], f[1], f[3]), (f[1], f[2], f[3])]
-        elif len(f) >= 3:
+        else:
             tris += [(f[0], f[k], f[k + 1]) for k in range(1, len(f) - 1)]
     return np.array(tris, dtype=np.int64).reshape(-1, 3)
 
