@@ -255,7 +255,7 @@ def validate(arrays: MeshArrays) -> None:
     # with one vertex astray 1e9 m away (relative to the extent it was:
     # test_a_vertex_far_astray_is_no_zero_length_edge).
     lengths = np.linalg.norm(positions[arrays.edges[:, 1]] - positions[arrays.edges[:, 0]], axis=1)
-    tiny = float(np.median(lengths)) * 1e-9
+    tiny = import_core().median(lengths) * 1e-9  # not np.median: it imports numpy.ma (test_headless.py)
     zero = np.flatnonzero(lengths <= tiny)
     if len(zero):
         e = zero[0]

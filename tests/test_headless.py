@@ -239,6 +239,33 @@ def test_headless_forces_are_shown_in_the_saved_file(small_scene, tmp_path):
     assert min(data["force"]) > 0  # a hanging chain's springs all pull
 
 
+def test_a_bake_in_a_fresh_process_does_not_import_numpy_ma():
+    """np.median imports numpy.ma on its first call, 13-22 ms of a small bake in a new
+    Blender session (docs/performance.md, "The bake"): the add-on takes mass_spring.median.
+    A zero-length test with np.median brought it back once."""
+    proc = run_python("""
+        import sys
+        sys.path.insert(0, "scripts")
+        import bake, bpy
+        bake.load_addon("repo")
+        import scenes
+        scene = bpy.context.scene
+        scenes.clear_scene(scene)
+        scene.frame_start, scene.frame_end = 1, 3
+        cloth = scenes.falling_cloth(vertices=5)
+        before = "numpy.ma" in sys.modules
+        bpy.context.view_layer.objects.active = cloth
+        cloth.select_set(True)
+        assert bpy.ops.mass_spring.bake() == {"FINISHED"}
+        print("{" + f'"before": {str(before).lower()}, "after": {str("numpy.ma" in sys.modules).lower()}' + "}")
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = last_json(proc.stdout)
+    if found["before"]:
+        pytest.skip("this numpy or Blender imports numpy.ma itself")
+    assert found == {"before": False, "after": False}
+
+
 def test_missing_file_fails_with_one_line(tmp_path):
     proc = run_bake(tmp_path / "missing.blend", "--output", tmp_path / "x.blend")
     assert proc.returncode != 0

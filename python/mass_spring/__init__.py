@@ -152,7 +152,7 @@ def from_arrays(positions, masses, fixed=None, velocities=None, springs=None,
         elif f.size:
             if not np.issubdtype(f.dtype, np.integer) or f.min() < 0 or f.max() >= n:
                 raise ValueError("fixed: expected a boolean mask or vertex indices in range")
-            if np.unique(f).size != f.size:
+            if np.unique(f, return_index=True)[0].size != f.size:  # no numpy.ma: unique_rows
                 # An integer 0/1 mask would be read as the indices 0 and 1.
                 raise ValueError("fixed: vertex indices must be unique; for a mask pass a "
                                  "boolean array (e.g. fixed.astype(bool))")

@@ -252,6 +252,13 @@ def face_rows(faces) -> list[np.ndarray]:
     return rows
 
 
+def unique_rows(rows: np.ndarray) -> np.ndarray:
+    """np.unique(rows, axis=0), without importing numpy.ma: np.unique does (numpy 2) unless
+    asked for indices, 13-22 ms of a Blender session's first bake
+    (tests/test_headless.py, test_a_bake_in_a_fresh_process_does_not_import_numpy_ma)."""
+    return np.unique(rows, axis=0, return_index=True)[0]
+
+
 def between_pins(pairs: np.ndarray, pinned: np.ndarray) -> np.ndarray:
     """Mask of the vertex pairs whose two ends are both pinned.
 
@@ -313,7 +320,7 @@ def bending_pairs(faces) -> np.ndarray:
     second = np.column_stack([b_other[r1], np.where(aligned, b_other[r2], a_other[r2])])
     pairs = np.sort(np.concatenate([first, second]), axis=1)
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    return np.unique(pairs, axis=0)
+    return unique_rows(pairs)
 
 
 def build_system(structure, gravity=(0.0, 0.0, -9.81), locality_order=False):
@@ -542,7 +549,7 @@ def wire_joints(edges, faces=()) -> np.ndarray:
         f = list(f)
         in_face.update(frozenset((f[k], f[(k + 1) % len(f)])) for k in range(len(f)))
     wire = np.array([frozenset(e) not in in_face for e in map(tuple, edges)], dtype=bool)
-    w = np.unique(np.sort(edges[wire], axis=1), axis=0) if len(edges) else edges  # once each
+    w = unique_rows(np.sort(edges[wire], axis=1)) if len(edges) else edges  # once each
     if not len(w):
         return np.zeros((0, 3), dtype=np.int64)
     ends = w.ravel()
