@@ -283,6 +283,10 @@ bool Simulator<D>::accept_step(const NewtonIteration& n, const NewmarkStep& step
     return rms_acceleration(lin_.elements.multiply(e, split_work_));
   });
   commit_step(step, n.q1, n.v1, n.acc, n.lam, t1);
+  if (!model_.colliders.empty()) {
+    touched_.assign(num_masses(), 0);
+    for (const ContactState& c : contacts_) touched_[c.mass] = 1;
+  }
   last_newton_iterations = it;
   newton_iterations += it;
   if (reproject_accelerations()) make_consistent(path, 0.0);
@@ -364,6 +368,7 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
     return predictor_.guess(k, s.acc, h, [&] { return VectorXd((s.q + h * s.v - step.q_pred) / step.bq); });
   };
   n.acc = n.guess(predictor_.choice);
+  guess_arrivals(s.q, step, t1, n.acc);
   n.lam = s.lam;
   n.acc_prev = n.acc;
   n.lam_prev = n.lam;

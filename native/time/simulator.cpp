@@ -61,6 +61,8 @@ void Simulator<D>::changed(unsigned what) {
     self_window_ = SelfWindow();
     self_listing_positions_.clear();
   }
+  // The masses known to touch a collider at the last step (Newton's guess for the others).
+  if (any(kTopology | kMasses | kPositions | kVelocities | kRestart | kRestore)) touched_.clear();
   // The linear solvers' reused factors and error control's carried step size.
   if (any(kRestart | kRestore)) {
     lin_.restart();
@@ -223,6 +225,30 @@ void Simulator<D>::limit_contact_corrections(const VectorXd& acc_before, double 
       const Vec3 after = P * (v_pred.template segment<3>(3 * c.mass) + bv * a - c.surface_velocity);
       if (before.norm() > eps && before.dot(after) < 0) a -= after / bv;
     }
+  }
+}
+
+template <int D>
+void Simulator<D>::guess_arrivals(const VectorXd& q_start, const NewmarkStep& step, double t1, VectorXd& acc) const {
+  if constexpr (D == 3) {
+    if (model_.colliders.empty()) return;
+    const bool known = static_cast<int>(touched_.size()) == num_masses();
+    in_mass_chunks([&](int first, int last) {
+      for (int i = first; i < last; ++i) {
+        if (known && touched_[i]) continue;
+        auto a = acc.template segment<3>(3 * i);
+        const Vec3 q1 = step.q_pred.template segment<3>(3 * i) + step.bq * a;
+        const Vec3 v1 = step.v_pred.template segment<3>(3 * i) + step.bv * a;
+        const ContactPoint c = model_.colliders.nearest(q1, t1, v1);
+        if (!c.touching) continue;
+        const double depth = c.thickness - c.distance, ramp = contact_ramp(c.thickness);
+        // Out toward where the mass comes from only (not through a thin collider it will
+        // be found crossing).
+        if (depth > ramp && c.normal.dot(q_start.template segment<3>(3 * i) - q1) > 0)
+          a += c.normal * ((depth - ramp) / step.bq);
+      }
+      return 0.0;
+    });
   }
 }
 

@@ -468,6 +468,22 @@ class Simulator {
   // speed. From there Newton converges (tests/test_core_contact.py).
   void limit_contact_corrections(const VectorXd& acc_before, double bq, const VectorXd& v_before,
                                  const VectorXd& v_pred, double bv, VectorXd& acc) const;
+  // Newton's first guess for a mass arriving at a collider: one that touched none at the
+  // last solved step and that the guess puts deeper into one than the penalty's ramp is
+  // moved back out along the contact's normal to the ramp's depth, where the penalty is
+  // fully stiff. Predicted into the floor, landing masses start Newton at residuals of
+  // 1e3-1e4 times its tolerance; a sheet landing on a floor then took a fifth more Newton
+  // iterations and twice the rejected steps. Masses that already touched keep their guess:
+  // a draped sheet presses some deeper than the ramp, and moving those out too pulled them
+  // from their equilibrium at every step (docs/performance.md, "Where things touch";
+  // tests/test_core_contact.py, test_masses_landing_start_newton_at_the_ramp).
+  void guess_arrivals(const VectorXd& q_start, const NewmarkStep& step, double t1, VectorXd& acc) const;
+  // The masses that touched a collider at the last solved step (at its last assembly of
+  // Newton's matrix), for guess_arrivals; empty: none known (a new or restored state). A
+  // rejected step counts: its retry ends where it did, and a mass that touched there is
+  // no arrival (with the accepted steps' only, a landing sheet's retries took a tenth
+  // more Newton iterations).
+  std::vector<char> touched_;
   State<D>& state_;
   // Rods and positions were set by the user and not yet checked against each other: the
   // first simulate() after building, set_state or moving a mass checks them.
