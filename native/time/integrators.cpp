@@ -367,9 +367,16 @@ bool Simulator<D>::implicit_step(double h, const FixPath<D>& path, std::string& 
   n.guess = [&](NewtonPredictor::Guess k) {
     return predictor_.guess(k, s.acc, h, [&] { return VectorXd((s.q + h * s.v - step.q_pred) / step.bq); });
   };
-  n.acc = n.guess(predictor_.choice);
-  guess_arrivals(s.q, step, t1, n.acc);
-  n.lam = s.lam;
+  const bool retry = strict_retry_.time == s.time && strict_retry_.h == h && strict_retry_.acc.size() == nm;
+  if (retry) {  // the same step again, from where Newton stopped
+    n.acc = strict_retry_.acc;
+    n.lam = strict_retry_.lam;
+  } else {
+    n.acc = n.guess(predictor_.choice);
+    guess_arrivals(s.q, step, t1, n.acc);
+    n.lam = s.lam;
+  }
+  strict_retry_ = StrictRetry();
   n.acc_prev = n.acc;
   n.lam_prev = n.lam;
   n.rhs.resize(num_unknowns());
@@ -913,6 +920,7 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
       h = step_after_accepted(err, h, proposal, h_max);
       continue;
     }
+    const State<D> rejected = std::move(state_);
     state_ = before;
     predictor_ = predictor_before;
     if (!solved) predictor_.forget();
@@ -926,6 +934,7 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
     const bool newton_may_explain = !kept || err - early_stop_share_ <= 1.0;
     if (solved && stopped_early_ && !strict_newton_ && newton_may_explain) {
       strict_newton_ = true;
+      strict_retry_ = {before.time, h, rejected.acc, rejected.lam};
       continue;
     }
     strict_newton_ = false;

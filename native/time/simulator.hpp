@@ -484,6 +484,15 @@ class Simulator {
   // no arrival (with the accepted steps' only, a landing sheet's retries took a tenth
   // more Newton iterations).
   std::vector<char> touched_;
+  // A step whose Newton stopped early and failed the step's tests is solved again to the
+  // force tolerance (advance_controlled): from the iterate it stopped at, not from the
+  // guess. The same step, so the same first iterations, 4 of a landing retry's 11
+  // (docs/performance.md, "Where things touch").
+  struct StrictRetry {
+    double time = 0, h = 0;  // the step it is for
+    VectorXd acc, lam;
+  };
+  StrictRetry strict_retry_;
   State<D>& state_;
   // Rods and positions were set by the user and not yet checked against each other: the
   // first simulate() after building, set_state or moving a mass checks them.
