@@ -136,17 +136,22 @@ def test_chain_dropped_on_a_plane_comes_to_rest():
     assert max(kinetic[72:]) < 1e-3 * max(kinetic)
 
 
+def grid_springs(n):
+    """The vertex pairs of an n x n grid's structural and shear springs (row-major vertices)."""
+    idx = np.arange(n * n).reshape(n, n)
+    return np.concatenate([
+        np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
+        np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1),
+        np.stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()], 1),
+        np.stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()], 1)])
+
+
 def sheet(n, height, size=2.0):
     """An n x n sheet of 1 kg lying flat at `height`, with shear springs."""
     xs = np.linspace(-size / 2, size / 2, n)
     X, Y = np.meshgrid(xs, xs)
     pos = np.stack([X.ravel(), Y.ravel(), np.full(n * n, height)], 1)
-    idx = np.arange(n * n).reshape(n, n)
-    edges = np.concatenate([
-        np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
-        np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1),
-        np.stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()], 1),
-        np.stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()], 1)])
+    edges = grid_springs(n)
     mss = ms.from_arrays(pos, 1.0 / (n * n), springs=edges, stiffness=200.0 * n, damping=0.01,
                          gravity=(0, 0, -G))
     mss.tolerance = 0.01
@@ -200,12 +205,7 @@ def test_masses_landing_start_newton_at_the_ramp():
     xs = np.linspace(0, 1, n)
     X, Y = np.meshgrid(xs, xs)
     pos = np.stack([X.ravel(), Y.ravel() * math.cos(tilt), 0.1 + Y.ravel() * math.sin(tilt)], 1)
-    idx = np.arange(n * n).reshape(n, n)
-    edges = np.concatenate([
-        np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
-        np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1),
-        np.stack([idx[:-1, :-1].ravel(), idx[1:, 1:].ravel()], 1),
-        np.stack([idx[:-1, 1:].ravel(), idx[1:, :-1].ravel()], 1)])
+    edges = grid_springs(n)
     mss = ms.from_arrays(pos, 1.0 / (n * n), springs=edges, stiffness=1000.0, damping=0.01, gravity=(0, 0, -G))
     mss.set_integrator("generalized_alpha", rho_inf=0.5)  # the add-on's
     mss.tolerance = 0.01
