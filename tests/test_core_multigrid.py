@@ -59,6 +59,45 @@ def test_split_smoother_follows_the_direct_solver():
     assert mg["krylov_iterations"] <= 6 * mg["newton_iterations"]
 
 
+def test_coarse_levels_split_smoothers_follow_the_direct_solver():
+    """In a system solved in chunks (1000 masses or more) a coarse level of 256 nodes or
+    more is swept in two halves at once too (multigrid.hpp, smoother_blocks). A 50^2
+    sheet's second level has about 300: Newton's answers must stay the direct solver's."""
+    runs = {}
+    for solver in ("direct", "multigrid"):
+        s = sheet(50)
+        s.linear_solver = solver
+        s.simulate(0.1, 12)
+        runs[solver] = s
+    mg = runs["multigrid"].stats
+    assert mg["multigrid_levels"][1][0] >= 3 * 256 and mg["multigrid_fallbacks"] == 0
+    a, b = runs["direct"].positions, runs["multigrid"].positions
+    assert np.abs(b - sheet(50).positions).max() > 0.02
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
+    assert mg["krylov_iterations"] <= 6 * mg["newton_iterations"]
+
+
+@pytest.mark.parametrize("masses", [90, 200])
+def test_the_coarsest_level_is_solved_exactly(masses):
+    """The coarsest level is factored dense up to 500 unknowns and sparse beyond (a
+    hierarchy whose coarsening stopped early, multigrid.cpp, factor_coarsest). Springs far
+    too soft to couple their masses strongly give no aggregates: the hierarchy is one
+    level, and its V-cycle is that factor's solve, the direct solver's answer."""
+    rng = np.random.default_rng(3)
+    positions = rng.uniform(0, 1, (masses, 3))
+    springs = np.array([[i, (i + 1) % masses] for i in range(masses)])
+    answers = {}
+    for solver in ("direct", "multigrid"):
+        s = ms.from_arrays(positions, 0.01, springs=springs, stiffness=1e-3, gravity=[0, 0, -9.81])
+        s.linear_solver = solver
+        s.simulate(0.01, 1)
+        b = rng.standard_normal(s.num_unknowns) if solver == "direct" else b
+        answers[solver] = s.precondition(b)
+    assert len(s.stats["multigrid_levels"]) == 1 and s.stats["multigrid"]
+    np.testing.assert_allclose(answers["multigrid"], answers["direct"], rtol=1e-10,
+                               atol=1e-12 * np.abs(answers["direct"]).max())
+
+
 @pytest.mark.parametrize("dim", [2, 3])
 def test_renewed_smoother_equals_a_rebuilt_hierarchy(dim):
     """Each step renews only the finest smoother of the multigrid hierarchy, from the

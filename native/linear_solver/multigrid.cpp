@@ -434,7 +434,7 @@ std::vector<std::pair<long, long>> SmoothedAggregation::level_sizes() const {
 bool SmoothedAggregation::prepare_smoother(Level& level) const {
   const int nn = level.num_nodes(), DD = dim_ * dim_;
   if (static_cast<int>(level.first_inner.size()) != nn) {  // a new level: its pattern first
-    level.block_start = smoother_blocks(nn);
+    level.block_start = smoother_blocks(nn, parallel);
     smoother_pattern(level.A, DD, level.block_start, level.lower, level.lower_source, level.first_inner,
                      level.cross_rows);
     level.block_inv.resize(static_cast<std::size_t>(nn) * DD);
@@ -718,22 +718,45 @@ bool SmoothedAggregation::build_levels(const ElementMatrix& elements, bool keep_
     if (built == 0) break;
     levels_.push_back(std::move(next));
   }
+  return factor_coarsest(keep_aggregates);
+}
+
+bool SmoothedAggregation::factor_coarsest(bool same_pattern) {
   const DoubleBlocks& C = levels_.back().A;
-  std::vector<Eigen::Triplet<double>> entries;
-  for (int k = 0; k < C.rows(); ++k)
-    for (int p = C.row_start[k]; p < C.row_start[k + 1]; ++p)
-      for (int r = 0; r < dim_; ++r)
-        for (int c = 0; c < dim_; ++c)
-          entries.emplace_back(dim_ * k + r, dim_ * C.col[p] + c,
-                               C.values[static_cast<std::size_t>(p) * dim_ * dim_ + dim_ * r + c]);
-  SpMat coarsest(C.rows() * dim_, C.rows() * dim_);
-  coarsest.setFromTriplets(entries.begin(), entries.end());
-  if (!keep_aggregates) coarse_.analyzePattern(coarsest);  // kept aggregates: the same pattern
-  coarse_.factorize(coarsest);
-  if (coarse_.info() != Eigen::Success) return false;
-  const double lnnz = coarse_.matrixL().nestedExpression().nonZeros();
-  cycle_flops_ += 4 * lnnz;
-  setup_flops_ += 10 * lnnz;  // rough: the coarsest matrix is small
+  const Eigen::Index n = static_cast<Eigen::Index>(C.rows()) * dim_;
+  auto for_entries = [&](const auto& take) {
+    for (int k = 0; k < C.rows(); ++k)
+      for (int p = C.row_start[k]; p < C.row_start[k + 1]; ++p)
+        for (int r = 0; r < dim_; ++r)
+          for (int c = 0; c < dim_; ++c)
+            take(dim_ * k + r, dim_ * C.col[p] + c, C.values[static_cast<std::size_t>(p) * dim_ * dim_ + dim_ * r + c]);
+  };
+  dense_coarsest_ = n <= kCoarsestUnknowns;
+  // The sparse factor's pattern also on the dense path: its fill is the coarsest level's
+  // cost in the hierarchy's refresh policy (setup_cost_in_cycles), which was measured with
+  // it; the dense factor's own n^2 / 2 there took a 13^2 sheet landing on a floor from
+  // 206-247 to 261-316 Newton iterations over seven tolerances within 3e-4
+  // (test_masses_landing_start_newton_at_the_ramp).
+  if (!same_pattern || !dense_coarsest_) {
+    std::vector<Eigen::Triplet<double>> entries;
+    for_entries([&](Eigen::Index r, Eigen::Index c, double v) { entries.emplace_back(r, c, v); });
+    SpMat coarsest(n, n);
+    coarsest.setFromTriplets(entries.begin(), entries.end());
+    if (!same_pattern) sparse_coarse_.analyzePattern(coarsest);  // kept aggregates: the same pattern
+    if (!dense_coarsest_) {
+      sparse_coarse_.factorize(coarsest);
+      if (sparse_coarse_.info() != Eigen::Success) return false;
+    }
+    coarsest_fill_ = static_cast<double>(sparse_coarse_.matrixL().nestedExpression().nonZeros());
+  }
+  if (dense_coarsest_) {
+    Eigen::MatrixXd coarsest = Eigen::MatrixXd::Zero(n, n);
+    for_entries([&](Eigen::Index r, Eigen::Index c, double v) { coarsest(r, c) += v; });
+    dense_coarse_.compute(coarsest);
+    if (dense_coarse_.info() != Eigen::Success) return false;
+  }
+  cycle_flops_ += 4 * coarsest_fill_;
+  setup_flops_ += 10 * coarsest_fill_;  // rough: the coarsest matrix is small
   return true;
 }
 
@@ -767,8 +790,8 @@ void SmoothedAggregation::smooth(const Level& level, const VectorXd& b, VectorXd
   if (forward) add_cross_blocks<D>(level.lower, level.first_inner, level.cross_rows, x, pending, -1.0);
 }
 
-std::vector<int> SmoothedAggregation::smoother_blocks(int num_nodes) {
-  if (num_nodes < kSplitSmootherNodes) return {};
+std::vector<int> SmoothedAggregation::smoother_blocks(int num_nodes, bool parallel) {
+  if (!parallel || num_nodes < kSplitSmootherNodes) return {};
   const int blocks = std::max(2, chunk_count(num_nodes, kSmootherBlockNodes));
   std::vector<int> start(blocks + 1);
   for (int c = 0; c <= blocks; ++c) start[c] = static_cast<int>(chunk_begin(num_nodes, blocks, c));
@@ -778,7 +801,7 @@ std::vector<int> SmoothedAggregation::smoother_blocks(int num_nodes) {
 template <int D>
 void SmoothedAggregation::cycle(int l, const VectorXd& b, VectorXd& x) const {
   if (l + 1 == num_levels()) {
-    x = coarse_.solve(b);
+    x = dense_coarsest_ ? VectorXd(dense_coarse_.solve(b)) : VectorXd(sparse_coarse_.solve(b));
     return;
   }
   const Level& level = levels_[l];

@@ -98,7 +98,7 @@ class SmoothedAggregation {
     // sweeps of a V-cycle read half of A each. Float because the V-cycle streams these
     // matrices and a preconditioner needs no more (GMRES multiplies by the exact matrix).
     Blocks<float> lower;
-    // From kSplitSmootherNodes nodes on, the smoother sweeps blocks of rows (from
+    // From kSplitSmootherNodes nodes on (smoother_blocks), the smoother sweeps blocks of rows (from
     // block_start[b] to block_start[b + 1]) at once, each Gauss-Seidel within itself and
     // Jacobi across; first_inner[k] is where row k's blocks within its own block start.
     std::vector<int> block_start;  // empty: one block
@@ -139,12 +139,15 @@ class SmoothedAggregation {
 
   bool left_out(int p) const { return p < static_cast<int>(left_out_.size()) && left_out_[p]; }
 
-  // The smoother's blocks of rows of a level: from kSplitSmootherNodes nodes on two, and
-  // one per kSmootherBlockNodes beyond (more blocks, more Jacobi between them: a weaker
-  // smoother, so they stay big). By the size alone: the same numbers on any workers.
-  static constexpr int kSplitSmootherNodes = 1000;
+  // The smoother's blocks of rows of a level of a system solved in chunks (`parallel`):
+  // from kSplitSmootherNodes nodes on two, and one per kSmootherBlockNodes beyond (more
+  // blocks, more Jacobi between them: a weaker smoother, so they stay big). The coarse
+  // levels of small systems too: swept on the caller alone, a torus of 2 304 vertices
+  // spent a tenth of its solve on its second level (docs/performance.md, "The coarse
+  // levels on all workers"). By the sizes alone: the same numbers on any workers.
+  static constexpr int kSplitSmootherNodes = 256;
   static constexpr long kSmootherBlockNodes = 2048;
-  static std::vector<int> smoother_blocks(int num_nodes);
+  static std::vector<int> smoother_blocks(int num_nodes, bool parallel);
 
   std::vector<Level> levels_;
   std::vector<char> left_out_;
@@ -157,7 +160,15 @@ class SmoothedAggregation {
   template <int D>
   void add_stencils(const ElementMatrix& elements, int first, int last);
   std::vector<Eigen::VectorXd> top_modes_;  // each level's last power-iteration vector
-  Eigen::SimplicialLDLT<SpMat> coarse_;
+  // The coarsest level's factor: dense up to kCoarsestUnknowns unknowns, where its fill is
+  // all but full and a dense LDL^T solves in under half the time of the sparse one
+  // (docs/performance.md, "The coarsest level dense"); sparse beyond, for a hierarchy
+  // whose coarsening stopped early.
+  bool dense_coarsest_ = false;
+  Eigen::LDLT<Eigen::MatrixXd> dense_coarse_;
+  Eigen::SimplicialLDLT<SpMat> sparse_coarse_;
+  double coarsest_fill_ = 0;  // the sparse factor's nonzeros (factor_coarsest)
+  bool factor_coarsest(bool same_pattern);
   int dim_ = 0;
   double cycle_flops_ = 0, setup_flops_ = 0;
 };
