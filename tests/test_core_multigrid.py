@@ -40,40 +40,25 @@ def test_multigrid_follows_the_direct_solver(dim):
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
 
 
-def test_split_smoother_follows_the_direct_solver():
-    """From 1000 nodes on, a level's Gauss-Seidel sweeps run in two halves at once, each
-    half seeing the other's values from before the sweep (multigrid.cpp, smooth). The
-    V-cycle changes, Newton's answers must not."""
+@pytest.mark.parametrize("n, level, nodes, duration, steps", [(32, 0, 1000, 0.25, 30), (50, 1, 256, 0.1, 12)])
+def test_split_smoother_follows_the_direct_solver(n, level, nodes, duration, steps):
+    """A level's Gauss-Seidel sweeps run in two halves at once, each half seeing the
+    other's values from before the sweep (multigrid.cpp, smooth): the finest from 1000
+    nodes on, and in a system solved in chunks (1000 masses or more) any level of 256 nodes
+    or more (multigrid.hpp, smoother_blocks; a 50^2 sheet's second level has about 300).
+    The V-cycle changes, Newton's answers must not."""
     runs = {}
     for solver in ("direct", "multigrid"):
-        s = sheet(32)
+        s = sheet(n)
         s.linear_solver = solver
-        s.simulate(0.25, 30)
+        s.simulate(duration, steps)
         runs[solver] = s
     mg = runs["multigrid"].stats
-    assert mg["multigrid_levels"][0][0] >= 3 * 1000 and mg["multigrid_fallbacks"] == 0
+    assert mg["multigrid_levels"][level][0] >= 3 * nodes and mg["multigrid_fallbacks"] == 0
     a, b = runs["direct"].positions, runs["multigrid"].positions
-    assert np.abs(b - sheet(32).positions).max() > 0.05
+    assert np.abs(b - sheet(n).positions).max() > 0.02
     np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
     # a smoother that lost its coupling across the halves would need many more
-    assert mg["krylov_iterations"] <= 6 * mg["newton_iterations"]
-
-
-def test_coarse_levels_split_smoothers_follow_the_direct_solver():
-    """In a system solved in chunks (1000 masses or more) a coarse level of 256 nodes or
-    more is swept in two halves at once too (multigrid.hpp, smoother_blocks). A 50^2
-    sheet's second level has about 300: Newton's answers must stay the direct solver's."""
-    runs = {}
-    for solver in ("direct", "multigrid"):
-        s = sheet(50)
-        s.linear_solver = solver
-        s.simulate(0.1, 12)
-        runs[solver] = s
-    mg = runs["multigrid"].stats
-    assert mg["multigrid_levels"][1][0] >= 3 * 256 and mg["multigrid_fallbacks"] == 0
-    a, b = runs["direct"].positions, runs["multigrid"].positions
-    assert np.abs(b - sheet(50).positions).max() > 0.02
-    np.testing.assert_allclose(b, a, rtol=0, atol=1e-9)
     assert mg["krylov_iterations"] <= 6 * mg["newton_iterations"]
 
 
