@@ -164,6 +164,27 @@ def test_bad_hinges_are_refused_with_their_name():
     assert len(mss.hinge_bendings) == 0  # nothing was added by the refusals
 
 
+@pytest.mark.parametrize("x", [
+    [[0, 0, 0], [1, 0, 0], [0.5, 0, 0], [0.5, -1, 0]],  # a corner on the edge's line
+    [[0, 0, 0], [0, 0, 0], [1, 1, 0], [1, -1, 0]],  # an edge of zero length
+])
+def test_a_hinge_without_an_angle_at_rest_is_refused(x):
+    """Its rest angle would be 0 by default and the hinge would fold the sheet as soon as
+    the corner left the line: without a rest angle given it is refused, one by one and in
+    arrays; with one given it is added (and pushes only once its triangles have area)."""
+    mss = ms.MassSpringSystem3d()
+    c = [mss.add(ms.Mass(1.0, p)) for p in x]
+    with pytest.raises(ValueError, match="HingeBending 0: its triangles have no area.*give rest_angle"):
+        mss.add(ms.HingeBending(1.0, c))
+    arrays = ms.from_arrays(np.asarray(x, float), np.ones(4))
+    with pytest.raises(ValueError, match="HingeBending 0: its triangles have no area"):
+        arrays.add_hinges(np.array([[0, 1, 2, 3]]), np.ones(1))
+    assert len(mss.hinge_bendings) == 0 and len(arrays.hinge_bendings) == 0
+    mss.add(ms.HingeBending(1.0, c, rest_angle=0.2))
+    arrays.add_hinges(np.array([[0, 1, 2, 3]]), np.ones(1), rest_angle=np.array([0.2]))
+    assert mss.potential_energy() == 0 and arrays.potential_energy() == 0
+
+
 def test_hinges_of_faces_cut_quads_both_ways():
     assert len(ms.hinges_of_faces([[0, 1, 2, 3]])[0]) == 0  # no hinge across its diagonals
     # two quads side by side: on their edge 1-2, one hinge per cut, at half weight each
@@ -503,11 +524,13 @@ def test_a_hinge_without_direction_in_a_simulation_adds_nothing():
     zero, as its forces do: the motion is that without it."""
     pos = np.array([[0, 0, 0], [1, 0, 0], [0.5, 1, 0.2], [0.5, -1, 0], [0.3, 0, 0]], float)
     springs = [[0, 2], [1, 2], [0, 3], [1, 3], [2, 3]]
-    runs = []
+    runs, rest = [], None
     for hinges in ([[0, 1, 2, 3]], [[0, 1, 2, 3], [0, 1, 3, 4]]):
         mss = ms.from_arrays(pos, 0.1, fixed=[0, 1, 4], springs=springs, stiffness=100.0,
                              gravity=np.array([0, 0, -9.81]))
-        mss.add_hinges(hinges, [0.5] * len(hinges))
+        # the degenerate hinge needs its rest angle given (test_a_hinge_without_an_angle_at_rest_is_refused)
+        mss.add_hinges(hinges, [0.5] * len(hinges), rest_angle=None if rest is None else [rest, 0.0])
+        rest = mss.hinge_bendings[0].rest_angle
         mss.simulate(0.2, 10)
         runs.append(np.asarray(mss.positions))
     assert np.abs(runs[0].ravel() - pos[2:4].ravel()).max() > 0.01  # it moved

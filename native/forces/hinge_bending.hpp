@@ -142,8 +142,17 @@ inline DihedralAngle dihedral_angle(const Vec<3>& x0, const Vec<3>& x1, const Ve
 
 template <int D>
 const char* HingeBending::take_rest_shape(const std::array<Vec<D>, 4>& x) {
-  if constexpr (D == 3)
-    if (std::isnan(rest_angle)) set_rest_angle(dihedral_angle(x[0], x[1], x[2], x[3], 0).theta());
+  if constexpr (D == 3) {
+    if (!std::isnan(rest_angle)) return nullptr;
+    // Where a triangle has no area the angle has no direction: a rest angle of 0 taken
+    // there would fold the hinge as soon as the corner leaves the edge's line
+    // (test_a_hinge_without_an_angle_at_rest_is_refused).
+    const DihedralAngle angle = dihedral_angle(x[0], x[1], x[2], x[3], 0);
+    if (!angle.ok)
+      return "its triangles have no area where it is added (a corner on the line of the edge, or an "
+             "edge of zero length), so it has no rest angle: give rest_angle, or leave the hinge out";
+    set_rest_angle(angle.theta());
+  }
   return nullptr;
 }
 
