@@ -313,6 +313,10 @@ def test_bending_pairs_join_the_vertices_beyond_each_shared_edge():
     assert ms.bending_pairs([(0, 1, 2, 3)]).tolist() == []  # no edge shared
     # A triangle beside a quad: across their shared edge 1-2, 0 faces 3 and 4.
     assert ms.bending_pairs([(0, 1, 2), (2, 1, 3, 4)]).tolist() == [[0, 3], [0, 4]]
+    # A face of two vertices is refused by its number, as Structure does, not left out.
+    for helper in (ms.bending_pairs, ms.hinges_of_faces):
+        with pytest.raises(ValueError, match="face 1: 2 vertex"):
+            helper([(0, 1, 2), (1, 2)])
 
 
 def test_bending_springs_are_added_only_with_a_stiffness_and_resist_folding():

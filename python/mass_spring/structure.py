@@ -298,7 +298,7 @@ def bending_pairs(faces) -> np.ndarray:
     A flat sheet without them folds along any edge for free; these springs are stretched
     or compressed by a fold, so the sheet bends like cloth. Each pair appears once.
     """
-    polygons = [np.asarray(f, dtype=np.int64) for f in faces if len(f) >= 3]
+    polygons = face_rows(faces)
     if not polygons:
         return np.zeros((0, 2), dtype=np.int64)
     sizes = np.array([len(f) for f in polygons])
@@ -516,13 +516,13 @@ def hinges_of_faces(faces) -> tuple[np.ndarray, np.ndarray]:
     """
     cuts = ([], [])
     quad_diagonals = set()
-    for f in faces:
-        f = [int(v) for v in f]
+    for f in face_rows(faces):
+        f = f.tolist()
         if len(f) == 4:
             cuts[0].extend([(f[0], f[1], f[2]), (f[0], f[2], f[3])])
             cuts[1].extend([(f[0], f[1], f[3]), (f[1], f[2], f[3])])
             quad_diagonals.update({frozenset((f[0], f[2])), frozenset((f[1], f[3]))})
-        elif len(f) >= 3:
+        else:
             fan = [(f[0], f[k], f[k + 1]) for k in range(1, len(f) - 1)]
             cuts[0].extend(fan)
             cuts[1].extend(fan)
