@@ -317,3 +317,35 @@ def test_split_work_gives_the_same_numbers(n):
     for t in threads:
         t.join()
     assert all(np.array_equal(alone, r) for r in results)
+
+
+def test_the_smoother_takes_friction_whole():
+    """A 20 x 20 sheet without shear springs (the add-on's defaults) dropped tilted into a
+    bowl (the inside of a UV sphere, friction 0.3) slides to its bottom. A touching mass's
+    block has an antisymmetric part, friction's force along the surface growing with the
+    depth; the hierarchy keeps the symmetric part, and the finest smoother now inverts
+    each mass's block whole (SmoothedAggregation::finest_skew_). Over 24 frames GMRES took
+    8.0 iterations per Newton iteration before (6 297 in all), 4.2 now."""
+    import math
+    from test_core_contact import G, sphere
+    n = 20
+    xs = np.linspace(-0.5, 0.5, n)
+    X, Y = np.meshgrid(xs, xs)
+    c, s = math.cos(0.3), math.sin(0.3)
+    pos = np.stack([X.ravel(), Y.ravel(), np.zeros(n * n)], 1) @ np.array([[1, 0, 0], [0, c, -s], [0, s, c]]).T
+    idx = np.arange(n * n).reshape(n, n)
+    edges = np.concatenate([np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1),
+                            np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)])
+    mss = ms.from_arrays(pos + [0.2, 0, -0.1], 0.3 / (n * n), springs=edges, stiffness=1000.0, damping=0.01,
+                         gravity=(0, 0, -G))
+    mss.set_integrator("generalized_alpha", rho_inf=0.5)
+    mss.tolerance = 0.01
+    thickness = 0.02
+    mss.set_colliders(*sphere(1.0, 48, 24), thickness, 0.3)
+    assert mss.linear_solver == "auto" and mss.stats["multigrid_fallbacks"] == 0
+    for _ in range(24):
+        mss.simulate(1 / 24, 5)
+    stats = mss.stats
+    assert stats["multigrid_fallbacks"] == 0 and len(stats["multigrid_levels"]) >= 2
+    assert stats["krylov_iterations"] < 6 * stats["newton_iterations"]
+    assert np.linalg.norm(mss.vertex_positions(), axis=1).max() < 1 - 0.5 * thickness  # inside

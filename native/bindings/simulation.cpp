@@ -106,6 +106,9 @@ void bind_simulation(SystemClass<D>& cls) {
           },
           "Hidden, for the step-solve measurements (scripts/bench_step_solve.py): Newton's "
           "matrix in implicit steps.")
+      .def("_fall_back_to_direct", [](S& s) { s.simulator().fall_back_to_direct(); },
+           "Hidden, for tests: what a failed multigrid solve does (LDL^T until the next "
+           "checkpoint restored or the next build).")
       .def_property_readonly("time", &S::time);
   cls
       .def_property_readonly("last_newton_iterations",

@@ -409,12 +409,15 @@ void scalar_product(const DoubleBlocks& X, const double* in, double* out, int fi
   }
 }
 
+// With `skew`, each block k plus skew's block k (D x D row-major per node) is inverted.
 template <int D>
-bool invert_blocks(const DoubleBlocks& A, std::vector<double>& inv, int first, int last) {
+bool invert_blocks(const DoubleBlocks& A, std::vector<double>& inv, int first, int last, const double* skew) {
   for (int k = first; k < last; ++k) {
     const int p = find_block(A, k, k);
     if (p < 0) return false;
-    const Block<D> out = ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * D * D]).inverse();
+    Block<D> diagonal = ConstBlockMap<D>(&A.values[static_cast<std::size_t>(p) * D * D]);
+    if (skew) diagonal += ConstBlockMap<D>(skew + static_cast<std::size_t>(k) * D * D);
+    const Block<D> out = diagonal.inverse();
     if (!out.allFinite()) return false;
     BlockMap<D> target(inv.data() + static_cast<std::size_t>(k) * D * D);
     target = out;
@@ -445,8 +448,9 @@ bool SmoothedAggregation::prepare_smoother(Level& level) const {
       for (int e = 0; e < DD; ++e)
         level.lower.values[static_cast<std::size_t>(q) * DD + e] =
             static_cast<float>(level.A.values[static_cast<std::size_t>(level.lower_source[q]) * DD + e]);
-    const bool inverted = dim_ == 3 ? invert_blocks<3>(level.A, level.block_inv, first, last)
-                                    : invert_blocks<2>(level.A, level.block_inv, first, last);
+    const double* skew = &level == &levels_[0] && !finest_skew_.empty() ? finest_skew_.data() : nullptr;
+    const bool inverted = dim_ == 3 ? invert_blocks<3>(level.A, level.block_inv, first, last, skew)
+                                    : invert_blocks<2>(level.A, level.block_inv, first, last, skew);
     if (!inverted) ok = false;
   });
   return ok;
@@ -506,9 +510,15 @@ void SmoothedAggregation::finest_pattern(const ElementMatrix& elements) {
 // The matrix of level 0 is sym(J): each pair adds sym(W) to its ends' diagonal blocks and
 // -sym(W) to the blocks between them; a pair from a mass to itself adds nothing, and the
 // pairs left out add nothing at all (leaving out only the blocks between the ends would
-// give translations energy, which the coarse levels are built to leave free).
+// give translations energy, which the coarse levels are built to leave free). The
+// masses' own blocks (contacts) also keep their antisymmetric part apart, for the smoother
+// (finest_skew_).
 void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   const bool stencils = elements.num_stencils() > 0;
+  if (elements.block_nodes().empty())
+    finest_skew_.clear();
+  else
+    finest_skew_.resize(static_cast<std::size_t>(elements.num_masses()) * dim_ * dim_);
   if (stencils) elements.stencil_incidence();  // made before the chunks read it
   // Each chunk of rows adds what lands in its own blocks.
   in_row_chunks(levels_[0].A.rows(), parallel, [&](int first, int last) {
@@ -544,6 +554,17 @@ void SmoothedAggregation::fill_finest_rows(const ElementMatrix& elements, int fi
     for (int r = 0; r < D; ++r) block(diagonal_[i])[r * D + r] = elements.mass_value(i);
   for (int i : elements.block_nodes())
     if (mine(i)) add_sym(elements.node_block(i), block(diagonal_[i]), nullptr);
+  if (!finest_skew_.empty()) {  // sized by fill_finest, before the chunks
+    std::fill(finest_skew_.begin() + static_cast<std::ptrdiff_t>(first) * DD,
+              finest_skew_.begin() + static_cast<std::ptrdiff_t>(last) * DD, 0.0);
+    for (int i : elements.block_nodes()) {
+      if (!mine(i)) continue;
+      const double* B = elements.node_block(i);
+      double* skew = &finest_skew_[static_cast<std::size_t>(i) * DD];
+      for (int r = 0; r < D; ++r)
+        for (int c = 0; c < D; ++c) skew[D * r + c] = 0.5 * (B[D * r + c] - B[D * c + r]);
+    }
+  }
   for (const ElementMatrix::Coupling& coupling : elements.couplings())  // their diagonal blocks only
     for (int j = 0; j < 4; ++j) {
       const int i = coupling.node[j];

@@ -90,8 +90,7 @@ bool NewtonLinearSolver::refactor() {
       solves_per_factor_ = std::max(1.0, multigrid_.setup_flops() / multigrid_.cycle_flops());
       return have_factor_ = true;
     }
-    ++multigrid_fallbacks;  // a singular block: LDL^T from now on
-    multigrid_dim_ = 0;
+    fall_back();  // a singular block: LDL^T from now on
   }
   sync_matrix();
   // P = (J + J^T) / 2 with -delta on the constraint diagonal: symmetric quasi-definite.
@@ -201,9 +200,7 @@ bool NewtonLinearSolver::solve_impl(const VectorXd& b, VectorXd& x, double tol,
   }
   if (krylov_solve(b, x, tol)) return true;
   if (multigrid_dim_ > 0) {  // multigrid failed: LDL^T from now on
-    ++multigrid_fallbacks;
-    multigrid_dim_ = 0;
-    have_factor_ = false;
+    fall_back();
     if (krylov_solve(b, x, tol)) return true;
   }
   if (!have_factor_ && !refactor()) return solve_lu(b, x);  // LDL^T broke down

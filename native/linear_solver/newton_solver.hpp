@@ -50,6 +50,12 @@ class NewtonLinearSolver {
     multigrid_dim_ = chosen_multigrid_dim_;
     invalidate_factor();
   }
+  // From the multigrid to LDL^T until the next restart (a solve the multigrid failed).
+  void fall_back() {
+    ++multigrid_fallbacks;
+    multigrid_dim_ = 0;
+    have_factor_ = false;
+  }
   // Precondition with smoothed-aggregation multigrid instead of the LDL^T factor (for big
   // systems without constraints; `dim` unknowns per mass), built without the pairs marked
   // in `left_out` (SmoothedAggregation::leave_out). Falls back to LDL^T if it fails.

@@ -867,13 +867,22 @@ void Simulator<D>::advance_controlled(double t_end, double h_max, const FixPath<
   const bool check_energy = !path.moving && !model_.colliders.moving();
   // The energy at stake, independent of where the origin is: the weight times the
   // structure's size, plus the kinetic and spring energy it has now.
-  double weight_energy = 0, gravity_potential = 0;
+  double weight_energy = 0, gravity_potential = 0, total_mass = 0;
   for (int i = 0; i < num_masses(); ++i) {
     weight_energy += model_.mass[i] * model_.gravity.norm() * length_scale_;
     gravity_potential -= model_.mass[i] * model_.gravity.dot(pos(i));
+    total_mass += model_.mass[i];
   }
   const double energy_now = total_energy();
-  const double energy_scale = weight_energy + std::abs(energy_now - gravity_potential);
+  // And at least the kinetic energy of the structure moving by a thousandth of a step's
+  // position tolerance in one step: without gravity a structure at rest has an energy of
+  // round-off (1e-37 J for a folded hinge, 2e-19 J for a bent wire), and against it every
+  // step's round-off was a gain; steps were rejected and cut without end
+  // (test_a_structure_at_rest_without_gravity_stays_at_rest). Newton's own position
+  // tolerance as the floor was still too small for the wire.
+  const double step_speed = 1e-3 * tolerance * error_scale_ / h_max;
+  const double energy_scale = weight_energy + std::abs(energy_now - gravity_potential) +
+                              0.5 * total_mass * step_speed * step_speed;
   // Fixes that move add energy: the ceiling starts again after them.
   if (!check_energy || model_.gravity != ceiling_gravity_)
     energy_ceiling_ = std::numeric_limits<double>::quiet_NaN();

@@ -151,6 +151,8 @@ class Simulator {
   }
   std::vector<char> soft_springs() const;
   const NewtonLinearSolver& newton_solver() const { return lin_; }
+  // What a failed multigrid solve does, for tests: LDL^T until the next restart point.
+  void fall_back_to_direct() { lin_.fall_back(); }
   // NewtonLinearSolver::precondition on the Newton matrix of the last step.
   VectorXd precondition(const VectorXd& b, bool rebuild, bool keep_aggregates = false);
 
