@@ -576,10 +576,10 @@ class BakeJob:
     def simulated(self) -> bool:
         return self.simulation is not None and self.simulation.done
 
-    def step(self, budget_seconds: float = 0.1, frames: int | None = None) -> bool:
+    def step(self, budget_seconds: float = 0.1, frames: int | None = None, stop=None) -> bool:
         """Work for about `budget_seconds`; True when the simulation is complete. With
         `frames`, stop once the first `frames` frames of the range are simulated (the live
-        preview: live.py)."""
+        preview: live.py). stop(): FrameSimulation.step's."""
         deadline = time.perf_counter() + budget_seconds
         try:
             if not self._sample_transforms(deadline):
@@ -591,7 +591,7 @@ class BakeJob:
                 self.simulate_seconds += time.perf_counter() - begin
             while not self.simulation.done and (frames is None or self.simulation.frames_done < frames):
                 begin = time.perf_counter()
-                self.simulation.step()
+                self.simulation.step(stop)
                 self.simulate_seconds += time.perf_counter() - begin
                 if time.perf_counter() > deadline:
                     break
@@ -877,9 +877,10 @@ class GroupJob:
     def simulated(self) -> bool:
         return self.simulation is not None and self.simulation.done
 
-    def step(self, budget_seconds: float = 0.1, frames: int | None = None) -> bool:
+    def step(self, budget_seconds: float = 0.1, frames: int | None = None, stop=None) -> bool:
         """Work for about `budget_seconds`; True when the simulation is complete. With
-        `frames`, stop once the first `frames` frames are simulated (the live preview)."""
+        `frames`, stop once the first `frames` frames are simulated (the live preview).
+        stop(): FrameSimulation.step's."""
         deadline = time.perf_counter() + budget_seconds
         try:
             for job in self.jobs:
@@ -889,7 +890,7 @@ class GroupJob:
                 self._start()
             while not self.simulation.done and (frames is None or self.simulation.frames_done < frames):
                 begin = time.perf_counter()
-                self.simulation.step()
+                self.simulation.step(stop)
                 self.simulate_seconds += time.perf_counter() - begin
                 if time.perf_counter() > deadline:
                     break
@@ -1062,12 +1063,21 @@ def run_job(job: BakeJob, *, progress=None, should_cancel=None, budget_seconds: 
     """Simulate `job` to the end, reporting progress and polling should_cancel as
     bake_object describes; BakeCancelled if cancelled (nothing written)."""
     total = len(job.frames) - 1
-    while not job.step(budget_seconds):
+    cancelled = BakeCancelled(f"bake of '{job.object_name}' cancelled; nothing was written")
+    while True:
+        try:  # should_cancel also stops a frame that takes long (FrameSimulation.step)
+            if job.step(budget_seconds, stop=should_cancel):
+                break
+        except KeyboardInterrupt:
+            if should_cancel is None or not should_cancel():
+                raise
+            job.cancel()
+            raise cancelled from None
         if progress is not None:
             progress(job.current_frame, job.frames_simulated, total)
         if should_cancel is not None and should_cancel():
             job.cancel()
-            raise BakeCancelled(f"bake of '{job.object_name}' cancelled; nothing was written")
+            raise cancelled
     if progress is not None:
         progress(job.current_frame, job.frames_simulated, total)
 

@@ -620,8 +620,10 @@ class FrameSimulation:
         for part in self.parts:
             part.store(k, core, rod_forces)
 
-    def step(self) -> None:
-        """Advance by one frame."""
+    def step(self, stop=None) -> None:
+        """Advance by one frame. stop() -> bool, asked between the core's steps (at most
+        every 50 ms): True ends the frame with KeyboardInterrupt, the state that of the
+        last whole step."""
         k = self.frames_done
         frame = int(self.frames[k])
         pinned = [transform_points(part.core_matrices[k], local) for part, local in self._pins if len(local)]
@@ -632,7 +634,7 @@ class FrameSimulation:
         before, start = self.mss.stats, time.perf_counter()
         substeps = self.solver.substeps
         try:
-            self.mss.simulate(self.dt, substeps)
+            self.mss.simulate(self.dt, substeps, stop)
         except (RuntimeError, ValueError) as ex:
             # The core names a cause that no setting cures ("Likely cause: ... a flat rod
             # network"): the usual cures would mislead (test_flat_rod_plate_names_the_cause).

@@ -430,8 +430,8 @@ def test_a_failed_save_is_one_line(saved, tmp_path, capfd):
     assert len(errors) == 1 and "could not save" in errors[0]
 
 
-def _chain_scene(path: Path, frames: int, mode: str = "pc2") -> None:
-    """A subprocess-friendly scene: a cloth grid that takes a while to bake."""
+def _chain_scene(path: Path, frames: int, mode: str = "pc2", n: int = 24) -> None:
+    """A subprocess-friendly scene: an n x n cloth grid that takes a while to bake."""
     code = f"""
 import sys
 sys.path.insert(0, {str(REPO / 'scripts')!r})
@@ -439,12 +439,12 @@ import bpy, addon_loader
 addon_loader.register_addon("repo")
 from mass_spring import presets
 bpy.ops.wm.read_factory_settings(use_empty=True)
-cloth = presets.cloth(24, 24, spacing=0.05)
+cloth = presets.cloth({n}, {n}, spacing=0.05)
 mesh = bpy.data.meshes.new("Cloth")
 mesh.from_pydata([tuple(map(float, v)) for v in cloth.positions], [], [tuple(f) for f in cloth.faces])
 obj = bpy.data.objects.new("Cloth", mesh)
 bpy.context.scene.collection.objects.link(obj)
-obj.vertex_groups.new(name="Pins").add([0, 23], 1.0, 'REPLACE')
+obj.vertex_groups.new(name="Pins").add([0, {n - 1}], 1.0, 'REPLACE')
 ms = obj.mass_spring
 ms.enabled, ms.pin_group, ms.output = True, "Pins", {mode.upper()!r}
 ms.use_scene_frame_range, ms.frame_start, ms.frame_end = False, 1, {frames}
@@ -478,6 +478,34 @@ def test_a_signal_during_a_headless_pc2_bake_changes_no_file(tmp_path, number):
     errors = [line for line in rest.splitlines() if "error" in line]
     assert errors == ["bake.py: error: interrupted, nothing was baked or saved"], rest
     assert checksums(tmp_path) == before  # no file changed, none left behind
+
+
+def test_a_signal_stops_a_long_frame(tmp_path):
+    # The headless bake's handler only records a signal, and the bake looked at it
+    # between frames: a frame that took minutes (or never ended: a structure at rest
+    # without gravity, found by an adversarial test) ignored SIGINT and SIGTERM. The
+    # core now asks it between its steps (FrameSimulation.step's stop). One frame of
+    # 10 000 substeps of a 64 x 64 cloth here takes tens of seconds.
+    _chain_scene(tmp_path / "scene.blend", frames=3, n=64)
+    before = checksums(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(REPO / "scripts" / "bake.py"), "--addon", "repo",
+                             str(tmp_path / "scene.blend"), "--in-place", "--substeps", "10000"],
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:  # the line before the simulation starts
+        seen.append(line)
+        if "substeps" in line and "frames 1..3" in line:
+            break
+    else:
+        pytest.fail("the bake never started:\n" + "".join(seen))
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    sent = time.perf_counter()
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, "".join(seen) + rest
+    assert time.perf_counter() - sent < 5, "".join(seen) + rest
+    assert "frame 2" not in rest  # within the first frame
+    assert checksums(tmp_path) == before
 
 
 def test_an_abandoned_staging_file_is_removed(tmp_path):

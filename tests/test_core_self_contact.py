@@ -748,6 +748,7 @@ def test_a_distance_far_below_the_edges_is_refused():
                                          r"edge, 0.05 m\).* stall"):
         build(1e-6)
     assert build(1e-4).stats["steps"] == 0  # twice the least: taken
+    assert build(float(np.float32(5e-5))).stats["steps"] == 0  # the least as named, in float32: taken
     bent, bent_edges = rope(10, 0.5, (0, 0, 0), (1, 0, 0))
     bent[6:] = bent[5] + (bent[6:] - bent[5]) @ np.diag([-1, 1, 1]) + (0, 0.1, 0)  # folded back 10 cm away
     with pytest.raises(ValueError, match="more than the mesh can hold.* model those parts farther apart"):

@@ -143,6 +143,7 @@ def test_velocities_and_total_mass():
     (dict(edges=[[0, 5]]), r"edge 0: vertex index \[0, 5\] out of range"),
     (dict(shear_pairs=[[0, 1], [-1, 1]]), r"shear pair 1: vertex index"),
     (dict(pinned=[True]), r"pinned: expected 2 flags"),
+    (dict(pinned=[0, 1]), None),  # 0/1 are flags
     (dict(rigid=[True, False]), r"rigid: expected 1 flags"),
     (dict(stiffness_scale=[1.0, 2.0]), r"stiffness_scale: expected 1 values"),
     (dict(faces=[[0, 1, 7]]), r"face 0: vertex index \[0, 1, 7\] out of range \(there are 2 vertices\)"),
@@ -156,10 +157,18 @@ def test_velocities_and_total_mass():
     # a face of two vertices bounds nothing; self-collision would leave it out silently
     (dict(faces=[[0, 1, 1], [0, 1]], self_collision_distance=0.1), r"face 1: 2 vertex\(es\); a face needs at least 3"),
     (dict(faces=[[0, 1, 1], [0.0, 1.0, 1.5]]), r"face 1: expected integer vertex indices"),
+    # weights are no flags: cast to bool, every vertex of nonzero weight was pinned
+    (dict(pinned=[0.0, 0.3]), r"pinned: expected 2 flags \(True/False or 0/1\), got 0.3 at 1; .*weights > 0.5"),
+    (dict(rope=["yes"]), r"rope: expected 1 flags"),
+    # one number for the structure (numpy's "truth value ... is ambiguous" before)
+    (dict(self_collision_distance=[0.01, 0.01]), r"self_collision_distance must be one number .* shape \(2,\)"),
 ])
 def test_bad_structures_raise_value_errors(kwargs, message):
     args = dict(positions=[[0, 0, 0], [1, 0, 0]], edges=[[0, 1]])
     args.update(kwargs)
+    if message is None:
+        assert ms.Structure(**args).pinned.tolist() == [False, True]
+        return
     with pytest.raises(ValueError, match=message):
         ms.Structure(**args)
 

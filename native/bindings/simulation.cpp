@@ -15,17 +15,19 @@ namespace {
 // type (instead of a KeyError or pybind11's "Unable to cast").
 // simulate() without the GIL, checking Python's signals between steps at most every
 // 50 ms, so that Ctrl-C stops a long call (KeyboardInterrupt, the state at the last whole
-// step: tests/test_core_input.py).
+// step: tests/test_core_input.py), and `stop()` if given: a signal handler that only
+// records the signal (the headless bake's) stops a long frame too
+// (tests/test_addon_safety.py, test_a_signal_stops_a_long_frame).
 template <int D>
-void simulate_interruptibly(System<D>& s, double tend, int steps) {
+void simulate_interruptibly(System<D>& s, double tend, int steps, const py::object& stop) {
   using Clock = std::chrono::steady_clock;
   auto next_check = Clock::now();
-  auto interrupted = [&next_check]() {
+  auto interrupted = [&next_check, &stop]() {
     const auto now = Clock::now();
     if (now < next_check) return false;
     next_check = now + std::chrono::milliseconds(50);
     py::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() == 0) return false;
+    if (PyErr_CheckSignals() == 0) return !stop.is_none() && stop().cast<bool>();
     PyErr_Clear();  // raised again as KeyboardInterrupt from Interrupted
     return true;
   };
@@ -51,8 +53,10 @@ template <int D>
 void bind_simulation(SystemClass<D>& cls) {
   using S = System<D>;
   cls
-      .def("simulate", &simulate_interruptibly<D>, py::arg("tend"), py::arg("steps"),
-           "Advance by tend seconds in `steps` equal steps, continuing from the current state.")
+      .def("simulate", &simulate_interruptibly<D>, py::arg("tend"), py::arg("steps"), py::arg("stop") = py::none(),
+           "Advance by tend seconds in `steps` equal steps, continuing from the current state. "
+           "KeyboardInterrupt (the state that of the last whole step) on Ctrl-C, or when "
+           "stop() (asked between steps, at most every 50 ms) returns True.")
       .def(
           "set_integrator",
           [](S& s, const std::string& name, py::object rho_inf) {

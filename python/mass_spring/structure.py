@@ -107,6 +107,10 @@ class Structure:
         for name in ("shear_stiffness", "bending_stiffness", "hinge_rigidity", "wire_rigidity",
                      "self_collision_distance", "self_friction"):
             value = getattr(self, name)
+            if np.ndim(value) != 0:  # numpy's "truth value ... is ambiguous" before
+                raise ValueError(f"{name} must be one number for the structure, got an array of "
+                                 f"shape {np.shape(value)} (per-vertex values: from_arrays and "
+                                 "set_self_contact take them)")
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a number >= 0, got {value}")
         _check_pairs(self.edges, n, "edge")
@@ -194,12 +198,22 @@ def _vertex_weights(value, count: int, name: str) -> np.ndarray:
 
 
 def _flags(value, count: int, name: str) -> np.ndarray:
+    """(count,) bool from booleans or 0/1. Other numbers are refused: weights cast to bool
+    pinned every vertex of nonzero weight (found by an adversarial test), where
+    from_arrays refuses them."""
     if value is None:
         return np.zeros(count, dtype=bool)
-    flags = np.asarray(value, dtype=bool)
-    if flags.shape != (count,):
-        raise ValueError(f"{name}: expected {count} flags, got shape {flags.shape}")
-    return flags
+    given = np.asarray(value)
+    if given.shape != (count,):
+        raise ValueError(f"{name}: expected {count} flags, got shape {given.shape}")
+    if given.dtype != bool:
+        numbers = np.issubdtype(given.dtype, np.number)
+        other = np.flatnonzero(~np.isin(given, (0, 1))) if numbers else np.arange(min(1, count))
+        if other.size:
+            raise ValueError(f"{name}: expected {count} flags (True/False or 0/1), got "
+                             f"{given[other[0]].item()!r} at {int(other[0])}; for weights, give "
+                             "a comparison such as weights > 0.5")
+    return given.astype(bool)
 
 
 def _check_pairs(pairs: np.ndarray, n: int, name: str) -> None:
