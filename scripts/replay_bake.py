@@ -69,9 +69,9 @@ def record_bake(simulation_module, bake) -> dict:
                          self.solver.accuracy, self.solver.substeps, self.dt)
         rec["colliders"] = None if self.colliders is None else self._replay_colliders(0)
 
-    def recording_step(self):
+    def recording_step(self, stop=None):
         k = self.frames_done
-        step(self)
+        step(self, stop)
         moving = self.colliders is not None and self.colliders.moving
         rec["frames"].append({"fix_positions": np.array(self.mss.fix_positions, dtype=np.float64),
                               "colliders": self._replay_colliders(k) if moving else None})
