@@ -12,7 +12,9 @@ it is put back), so an error or a cancel leaves no trace.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -581,9 +583,26 @@ class BakeJob:
         `frames`, stop once the first `frames` frames of the range are simulated (the live
         preview: live.py). stop(): FrameSimulation.step's."""
         deadline = time.perf_counter() + budget_seconds
+        return self.prepare(deadline) and self.simulate(deadline, frames, stop)
+
+    def prepare(self, deadline: float) -> bool:
+        """The part of the work that reads Blender's data (the frames' transforms and
+        moving colliders), until `deadline` (time.perf_counter()); True when it is done
+        and simulate() may run."""
         try:
-            if not self._sample_transforms(deadline):
-                return False
+            return self._sample_transforms(deadline)
+        except BakeError as ex:
+            self._restore_frame()
+            raise BakeError(f"'{self.object_name}': {ex}") from ex
+        except BaseException:
+            self._restore_frame()
+            raise
+
+    def simulate(self, deadline: float, frames: int | None = None, stop=None) -> bool:
+        """After prepare(): the simulation, frame after frame until `deadline` (see step).
+        It reads no Blender data, so a thread may run it while Blender stays responsive
+        (SimulationThread). True when the simulation is complete."""
+        try:
             if self.simulation is None:
                 begin = time.perf_counter()
                 self.simulation = FrameSimulation(self.arrays, self.settings, self._matrices,
@@ -596,11 +615,7 @@ class BakeJob:
                 if time.perf_counter() > deadline:
                     break
         except BakeError as ex:
-            self._restore_frame()
             raise BakeError(f"'{self.object_name}': {ex}") from ex
-        except BaseException:
-            self._restore_frame()
-            raise
         return self.simulation.done
 
     def _sample_transforms(self, deadline: float) -> bool:
@@ -882,10 +897,22 @@ class GroupJob:
         `frames`, stop once the first `frames` frames are simulated (the live preview).
         stop(): FrameSimulation.step's."""
         deadline = time.perf_counter() + budget_seconds
+        return self.prepare(deadline) and self.simulate(deadline, frames, stop)
+
+    def prepare(self, deadline: float) -> bool:
+        """As BakeJob.prepare, for every member."""
         try:
-            for job in self.jobs:
-                if not job._sample_transforms(deadline):
-                    return False
+            return all(job._sample_transforms(deadline) for job in self.jobs)
+        except BakeError as ex:
+            self._restore_frames()
+            raise self._named(ex) from ex
+        except BaseException:
+            self._restore_frames()
+            raise
+
+    def simulate(self, deadline: float, frames: int | None = None, stop=None) -> bool:
+        """As BakeJob.simulate: no Blender data is read."""
+        try:
             if self.simulation is None:
                 self._start()
             while not self.simulation.done and (frames is None or self.simulation.frames_done < frames):
@@ -895,16 +922,15 @@ class GroupJob:
                 if time.perf_counter() > deadline:
                     break
         except BakeError as ex:
-            self._restore_frames()
-            message = name_parts(str(ex), [(job.object_name, job.arrays.vertex_count) for job in self.jobs])
-            raise BakeError(f"'{self.object_name}' (baked together): {message}") from ex
-        except BaseException:
-            self._restore_frames()
-            raise
+            raise self._named(ex) from ex
         if self.simulation.done:
             for job in self.jobs:
                 job.simulate_seconds = self.simulate_seconds
         return self.simulation.done
+
+    def _named(self, ex: BakeError) -> BakeError:
+        message = name_parts(str(ex), [(job.object_name, job.arrays.vertex_count) for job in self.jobs])
+        return BakeError(f"'{self.object_name}' (baked together): {message}")
 
     def _restore_frames(self) -> None:
         for job in self.jobs:
@@ -1023,7 +1049,19 @@ class Batch:
 
     def step(self, budget_seconds: float = 0.1) -> bool:
         self._current().step(budget_seconds)
+        return self.simulated
+
+    @property
+    def simulated(self) -> bool:
         return all(run.simulated for run in self.runs)
+
+    def prepare(self, deadline: float) -> bool:
+        """The current run's prepare (BakeJob.prepare): True when simulate() may run."""
+        return self._current().prepare(deadline)
+
+    def simulate(self, stop=None) -> None:
+        """The current run's simulation to its end (BakeJob.simulate), after prepare()."""
+        self._current().simulate(math.inf, stop=stop)
 
     @property
     def fraction(self) -> float:
@@ -1040,6 +1078,44 @@ class Batch:
 
     def finish(self) -> list[BakeResult]:
         return finish_all(self.jobs)
+
+
+class SimulationThread:
+    """The current run of a prepared Batch (Batch.prepare) simulated in a thread, to its
+    end: the core lets go of Python while it simulates, so Blender's window stays
+    responsive during a frame that takes minutes, and stop() ends it within a step of the
+    core (FrameSimulation.step's stop, asked every 50 ms) instead of after the frame
+    (the modal Bake: operators.py; tests/test_addon_bake.py,
+    test_a_simulation_thread_stops_within_a_long_frame)."""
+
+    def __init__(self, batch: Batch):
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(batch,), name="Mass–Spring bake", daemon=True)
+        self._thread.start()
+
+    def _run(self, batch: Batch) -> None:
+        try:
+            batch.simulate(stop=self._stop.is_set)
+        except BaseException as ex:  # handed to the caller's thread by result()
+            self._error = ex
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def result(self) -> None:
+        """Waits for the end; raises what the simulation raised (a BakeError names its
+        cause), in the caller's thread."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        """Ends the simulation at the core's next step and waits for it; what it had done
+        is dropped with the batch (Batch.cancel)."""
+        self._stop.set()
+        self._thread.join()
 
 
 def same_values(a, b) -> bool:

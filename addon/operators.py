@@ -1,10 +1,12 @@
 """Operators: Bake (modal with progress, or synchronous from scripts), Free Bake, edge marks."""
 
+import time
+
 import bmesh
 import bpy
 from bpy.props import BoolProperty, EnumProperty
 
-from .bake import Batch, BakeError, free_bake, has_bake, run_job
+from .bake import Batch, BakeError, SimulationThread, free_bake, has_bake, run_job
 from .mesh_arrays import RIGID_ATTRIBUTE, ROPE_ATTRIBUTE
 from .overlay import remember_marks
 
@@ -65,6 +67,7 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
 
     _job = None
     _timer = None
+    _thread = None  # the simulation of the current run (SimulationThread)
 
     @classmethod
     def poll(cls, context):
@@ -100,6 +103,7 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
 
     def modal(self, context, event):
         if event.type == 'ESC' and event.value == 'PRESS':
+            self._stop_thread()
             self._job.cancel()
             self._end(context)
             self.report({'INFO'}, "Mass–Spring bake cancelled: nothing was changed")
@@ -109,7 +113,7 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
             # but let the user look around.
             return {'PASS_THROUGH'} if event.type in NAVIGATION_EVENTS else {'RUNNING_MODAL'}
         try:
-            done = self._job.step(0.1)
+            done = self._advance()
             if done:
                 results = self._job.finish()
         except BakeError as ex:
@@ -130,9 +134,30 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
 
     def cancel(self, context):
         # Called when Blender ends the modal operator itself (e.g. the file is closed).
+        self._stop_thread()
         if self._job is not None:
             self._job.cancel()
         self._end(context)
+
+    def _advance(self) -> bool:
+        """One timer tick: what reads Blender's data here (Batch.prepare), the simulation
+        in a thread (SimulationThread), so that the window stays responsive and Esc acts
+        within a frame. True when every run is simulated."""
+        if self._thread is not None:
+            if self._thread.running:
+                return False
+            thread, self._thread = self._thread, None
+            thread.result()  # a BakeError from the simulation, here
+        if self._job.simulated:
+            return True
+        if self._job.prepare(time.perf_counter() + 0.1):
+            self._thread = SimulationThread(self._job)
+        return False
+
+    def _stop_thread(self) -> None:
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
 
     def _show_status(self, context):
         context.window_manager.progress_update(int(100 * self._job.fraction))

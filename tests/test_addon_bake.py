@@ -688,6 +688,74 @@ def test_bake_job_steps_like_the_modal_operator(scene, bake):
     assert fractions == sorted(fractions) and result.frame_count == 24
 
 
+class _ModalTicks:
+    """The modal Bake's state between timer events, for its own methods (_advance and
+    _stop_thread, called as the timer and Esc call them): Blender runs a modal
+    operator only with a window, which the bpy module has not."""
+
+    def __init__(self, bake, scene, objects):
+        import types
+        self.operator = bpy.types.MASS_SPRING_OT_bake
+        self.state = types.SimpleNamespace(_job=bake.Batch(scene, objects), _thread=None)
+
+    def tick(self) -> bool:
+        return self.operator._advance(self.state)
+
+    def esc(self) -> None:
+        self.operator._stop_thread(self.state)
+        self.state._job.cancel()
+
+    def run(self):
+        import time
+        while not self.tick():
+            time.sleep(0.001)
+        return self.state._job.finish()
+
+
+def test_the_modal_bake_simulated_in_a_thread_is_the_synchronous_bake(scene, bake):
+    obj = make_grid(nx=4, ny=4)
+    configure(obj)
+    pin(obj, [0, 3])
+    _ModalTicks(bake, scene, [obj]).run()
+    threaded = [np.array([v.co[:] for v in key.data]) for key in obj.data.shape_keys.key_blocks]
+    assert bpy.ops.mass_spring.bake() == {'FINISHED'}
+    synchronous = [np.array([v.co[:] for v in key.data]) for key in obj.data.shape_keys.key_blocks]
+    assert len(threaded) == len(synchronous) == 25
+    for a, b in zip(threaded, synchronous):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(threaded[1], threaded[-1])  # it moved
+
+
+def test_esc_stops_the_modal_bake_within_a_long_frame(scene, bake):
+    # The modal Bake looked at Esc between frames only, and the window froze during a
+    # frame: a frame of 20 000 substeps of this grid takes tens of seconds. Its thread
+    # (SimulationThread) ends at the core's next step, and the object stays as it was.
+    import time
+    obj = make_grid(nx=24, ny=24)
+    configure(obj, substeps=20000, accuracy=0.0)
+    pin(obj, [0, 23])
+    before = mesh_fingerprint(obj)
+    modal = _ModalTicks(bake, scene, [obj])
+    while modal.state._thread is None:
+        assert not modal.tick()
+    time.sleep(0.5)
+    assert not modal.tick() and modal.state._thread.running  # the timer's tick returns at once
+    asked = time.perf_counter()
+    modal.esc()
+    assert time.perf_counter() - asked < 2.0
+    assert modal.state._thread is None and modal.state._job.runs[0].simulation is None
+    assert mesh_fingerprint(obj) == before and obj.data.shape_keys is None
+
+
+def test_an_error_in_the_modal_bakes_thread_reaches_its_tick(scene, bake):
+    obj = make_grid(nx=3, ny=3)
+    configure(obj, integrator='EXPLICIT_EULER', stiffness=1e6, substeps=1)
+    pin(obj, [0])
+    with pytest.raises(submodule("errors").BakeError, match=r"'Grid': frame \d+: the simulation diverged"):
+        _ModalTicks(bake, scene, [obj]).run()
+    assert obj.data.shape_keys is None
+
+
 def test_operators_bake_and_free(scene):
     obj = make_grid(nx=3, ny=3)
     configure(obj)
