@@ -68,6 +68,7 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
     _job = None
     _timer = None
     _thread = None  # the simulation of the current run (SimulationThread)
+    _shown = None  # the progress and status text last shown
 
     @classmethod
     def poll(cls, context):
@@ -160,9 +161,15 @@ class MASS_SPRING_OT_bake(bpy.types.Operator):
             self._thread = None
 
     def _show_status(self, context):
-        context.window_manager.progress_update(int(100 * self._job.fraction))
+        # Only what changed: the timer ticks every 10 ms while the thread simulates, and
+        # each new text redraws the status bar.
+        shown = (int(100 * self._job.fraction), self._job.status())
+        if shown == self._shown:
+            return
+        self._shown = shown
+        context.window_manager.progress_update(shown[0])
         if context.workspace is not None:
-            context.workspace.status_text_set(self._job.status())
+            context.workspace.status_text_set(shown[1])
 
     def _end(self, context):
         wm = context.window_manager

@@ -696,10 +696,16 @@ class _ModalTicks:
     def __init__(self, bake, scene, objects):
         import types
         self.operator = bpy.types.MASS_SPRING_OT_bake
-        self.state = types.SimpleNamespace(_job=bake.Batch(scene, objects), _thread=None)
+        self.state = types.SimpleNamespace(_job=bake.Batch(scene, objects), _thread=None, _shown=None)
+        self.statuses = []
 
     def tick(self) -> bool:
-        return self.operator._advance(self.state)
+        done = self.operator._advance(self.state)
+        if not done:
+            self.operator._show_status(self.state, bpy.context)
+            if self.state._shown not in self.statuses:
+                self.statuses.append(self.state._shown)
+        return done
 
     def esc(self) -> None:
         self.operator._stop_thread(self.state)
@@ -716,7 +722,10 @@ def test_the_modal_bake_simulated_in_a_thread_is_the_synchronous_bake(scene, bak
     obj = make_grid(nx=4, ny=4)
     configure(obj)
     pin(obj, [0, 3])
-    _ModalTicks(bake, scene, [obj]).run()
+    modal = _ModalTicks(bake, scene, [obj])
+    modal.run()
+    percents = [percent for percent, _ in modal.statuses]
+    assert percents == sorted(percents) and all("Esc to cancel" in text for _, text in modal.statuses)
     threaded = [np.array([v.co[:] for v in key.data]) for key in obj.data.shape_keys.key_blocks]
     assert bpy.ops.mass_spring.bake() == {'FINISHED'}
     synchronous = [np.array([v.co[:] for v in key.data]) for key in obj.data.shape_keys.key_blocks]
