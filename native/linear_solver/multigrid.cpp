@@ -520,6 +520,7 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   else
     finest_skew_.resize(static_cast<std::size_t>(elements.num_masses()) * dim_ * dim_);
   if (stencils) elements.stencil_incidence();  // made before the chunks read it
+  index_finest_rows(elements);
   // Each chunk of rows adds what lands in its own blocks.
   in_row_chunks(levels_[0].A.rows(), parallel, [&](int first, int last) {
     if (dim_ == 3) {
@@ -532,13 +533,31 @@ void SmoothedAggregation::fill_finest(const ElementMatrix& elements) {
   });
 }
 
+void SmoothedAggregation::index_finest_rows(const ElementMatrix& elements) {
+  // A mass has at most one block (ElementMatrix::set_node_block), so their order is free.
+  finest_block_nodes_ = elements.block_nodes();
+  if (!std::is_sorted(finest_block_nodes_.begin(), finest_block_nodes_.end()))
+    std::sort(finest_block_nodes_.begin(), finest_block_nodes_.end());
+  const std::vector<ElementMatrix::Coupling>& couplings = elements.couplings();
+  coupling_start_.assign(couplings.empty() ? 0 : elements.num_masses() + 1, 0);
+  coupling_entries_.resize(4 * couplings.size());
+  if (couplings.empty()) return;
+  for (const ElementMatrix::Coupling& coupling : couplings)
+    for (int node : coupling.node)
+      if (node >= 0) ++coupling_start_[node + 1];
+  for (int i = 0; i < elements.num_masses(); ++i) coupling_start_[i + 1] += coupling_start_[i];
+  std::vector<int> next(coupling_start_.begin(), coupling_start_.end() - 1);
+  for (std::size_t k = 0; k < couplings.size(); ++k)
+    for (int j = 0; j < 4; ++j)
+      if (couplings[k].node[j] >= 0) coupling_entries_[next[couplings[k].node[j]]++] = static_cast<int>(4 * k) + j;
+}
+
 // Rows first ... last - 1 of level 0 (D fixed, so that the block loops unroll).
 template <int D>
 void SmoothedAggregation::fill_finest_rows(const ElementMatrix& elements, int first, int last) {
   constexpr int DD = D * D;
   DoubleBlocks& A = levels_[0].A;
   auto block = [&](int b) { return &A.values[static_cast<std::size_t>(b) * DD]; };
-  auto mine = [&](int node) { return node >= first && node < last; };
   // out += sym(B), and with minus_out (the off-diagonal block of a pair) minus_out -= it.
   auto add_sym = [](const double* B, double* out, double* minus_out) {
     for (int r = 0; r < D; ++r)
@@ -552,27 +571,27 @@ void SmoothedAggregation::fill_finest_rows(const ElementMatrix& elements, int fi
             A.values.begin() + static_cast<std::ptrdiff_t>(A.row_start[last]) * DD, 0.0);
   for (int i = first; i < last; ++i)
     for (int r = 0; r < D; ++r) block(diagonal_[i])[r * D + r] = elements.mass_value(i);
-  for (int i : elements.block_nodes())
-    if (mine(i)) add_sym(elements.node_block(i), block(diagonal_[i]), nullptr);
+  const auto own_first = std::lower_bound(finest_block_nodes_.begin(), finest_block_nodes_.end(), first);
+  const auto own_last = std::lower_bound(own_first, finest_block_nodes_.end(), last);
+  for (auto i = own_first; i != own_last; ++i) add_sym(elements.node_block(*i), block(diagonal_[*i]), nullptr);
   if (!finest_skew_.empty()) {  // sized by fill_finest, before the chunks
     std::fill(finest_skew_.begin() + static_cast<std::ptrdiff_t>(first) * DD,
               finest_skew_.begin() + static_cast<std::ptrdiff_t>(last) * DD, 0.0);
-    for (int i : elements.block_nodes()) {
-      if (!mine(i)) continue;
-      const double* B = elements.node_block(i);
-      double* skew = &finest_skew_[static_cast<std::size_t>(i) * DD];
+    for (auto i = own_first; i != own_last; ++i) {
+      const double* B = elements.node_block(*i);
+      double* skew = &finest_skew_[static_cast<std::size_t>(*i) * DD];
       for (int r = 0; r < D; ++r)
         for (int c = 0; c < D; ++c) skew[D * r + c] = 0.5 * (B[D * r + c] - B[D * c + r]);
     }
   }
-  for (const ElementMatrix::Coupling& coupling : elements.couplings())  // their diagonal blocks only
-    for (int j = 0; j < 4; ++j) {
-      const int i = coupling.node[j];
-      if (i < 0 || !mine(i)) continue;
-      double B[DD] = {};
-      elements.add_coupling_diagonal(coupling, j, B);
-      add_sym(B, block(diagonal_[i]), nullptr);
-    }
+  if (!coupling_start_.empty())  // the couplings' diagonal blocks only
+    for (int i = first; i < last; ++i)
+      for (int q = coupling_start_[i]; q < coupling_start_[i + 1]; ++q) {
+        const int entry = coupling_entries_[q];
+        double B[DD] = {};
+        elements.add_coupling_diagonal(elements.couplings()[entry / 4], entry % 4, B);
+        add_sym(B, block(diagonal_[i]), nullptr);
+      }
   // Each row's pairs in the pairs' order (node_pairs_): the sums are those of one pass
   // over the pairs, and a chunk reads only its own rows' pairs.
   for (int i = first; i < last; ++i) {

@@ -131,6 +131,12 @@ class SmoothedAggregation {
   // (docs/performance.md, "Friction in the smoother"; test_core_multigrid.py,
   // test_the_smoother_takes_friction_whole).
   std::vector<double> finest_skew_;
+  // What fill_finest's chunks of rows read of the masses' blocks and the couplings, by
+  // row, so that each chunk visits its own rows only (each walked every one before: 16
+  // chunks, 16 walks): the masses with a block in ascending order, and each node's
+  // (coupling, corner) entries as 4 coupling + corner, in the couplings' order.
+  std::vector<int> finest_block_nodes_, coupling_start_, coupling_entries_;
+  void index_finest_rows(const ElementMatrix& elements);
   template <int D>
   void fill_finest_rows(const ElementMatrix& elements, int first, int last);
   // The smoother's data of a level from its A (the pattern only for a new level).
