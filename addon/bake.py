@@ -608,6 +608,7 @@ class BakeJob:
                 self.simulation = FrameSimulation(self.arrays, self.settings, self._matrices,
                                                   self.frames, self.collider_frames)
                 self.simulate_seconds += time.perf_counter() - begin
+                stop_if_asked(stop)
             while not self.simulation.done and (frames is None or self.simulation.frames_done < frames):
                 begin = time.perf_counter()
                 self.simulation.step(stop)
@@ -915,6 +916,7 @@ class GroupJob:
         try:
             if self.simulation is None:
                 self._start()
+                stop_if_asked(stop)
             while not self.simulation.done and (frames is None or self.simulation.frames_done < frames):
                 begin = time.perf_counter()
                 self.simulation.step(stop)
@@ -1080,13 +1082,24 @@ class Batch:
         return finish_all(self.jobs)
 
 
+def stop_if_asked(stop) -> None:
+    """KeyboardInterrupt if stop() says so, as FrameSimulation.step's stop ends a frame: a
+    simulation's construction (the system, masses moved out of colliders) takes seconds
+    on big meshes and is no core step that could ask."""
+    if stop is not None and stop():
+        raise KeyboardInterrupt
+
+
 class SimulationThread:
     """The current run of a prepared Batch (Batch.prepare) simulated in a thread, to its
     end: the core lets go of Python while it simulates, so Blender's window stays
     responsive during a frame that takes minutes, and stop() ends it within a step of the
-    core (FrameSimulation.step's stop, asked every 50 ms) instead of after the frame
-    (the modal Bake: operators.py; tests/test_addon_bake.py,
-    test_a_simulation_thread_stops_within_a_long_frame)."""
+    core (FrameSimulation.step's stop, asked every 50 ms) instead of after the frame, or
+    once the simulation is built if it was asked while it was (the modal Bake:
+    operators.py; tests/test_addon_bake.py, test_esc_stops_the_modal_bake_within_a_long_frame).
+    Blender calls the operator's cancel(), which stops it, when it quits or closes the
+    file (WM_event_remove_handlers); a daemon all the same: Python would otherwise wait
+    at exit for a bake to end."""
 
     def __init__(self, batch: Batch):
         self._stop = threading.Event()

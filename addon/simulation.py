@@ -497,7 +497,8 @@ def part_has_unbraced_hinges(arrays: MeshArrays, settings: SimulationSettings) -
 
 
 class FrameSimulation:
-    """Runs the core one frame at a time, so a UI can show progress and cancel between frames.
+    """Runs the core one frame at a time, so a UI can show progress between frames (and
+    stop within one: step's stop).
 
     ``matrices[k]`` is the object's world matrix at frame k of the range; pinned vertices
     are moved to follow it (the core interpolates them linearly within the frame).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -688,42 +689,43 @@ def test_bake_job_steps_like_the_modal_operator(scene, bake):
     assert fractions == sorted(fractions) and result.frame_count == 24
 
 
-class _ModalTicks:
-    """The modal Bake's state between timer events, for its own methods (_advance and
-    _stop_thread, called as the timer and Esc call them): Blender runs a modal
-    operator only with a window, which the bpy module has not."""
+class _ModalBake:
+    """The modal Bake's own methods (modal, cancel and what they call, bound when the
+    add-on is registered) on an object that stands for the running operator: Blender runs
+    a modal operator only with a window, which the bpy module has not. The events are the
+    timer's ticks and Esc."""
+    _timer = _thread = _shown = None
 
     def __init__(self, bake, scene, objects):
+        operator = bpy.types.MASS_SPRING_OT_bake
+        for name in ("modal", "cancel", "_advance", "_stop_thread", "_show_status", "_end"):
+            setattr(type(self), name, getattr(operator, name))
+        self._job = bake.Batch(scene, objects)
+        self.reports, self.statuses = [], []
+
+    def report(self, kind, text):
+        self.reports.append((kind, text))
+
+    def event(self, kind) -> set:
         import types
-        self.operator = bpy.types.MASS_SPRING_OT_bake
-        self.state = types.SimpleNamespace(_job=bake.Batch(scene, objects), _thread=None, _shown=None)
-        self.statuses = []
+        result = self.modal(bpy.context, types.SimpleNamespace(type=kind, value='PRESS', is_repeat=False))
+        if self._shown is not None and self._shown not in self.statuses:
+            self.statuses.append(self._shown)
+        return result
 
-    def tick(self) -> bool:
-        done = self.operator._advance(self.state)
-        if not done:
-            self.operator._show_status(self.state, bpy.context)
-            if self.state._shown not in self.statuses:
-                self.statuses.append(self.state._shown)
-        return done
-
-    def esc(self) -> None:
-        self.operator._stop_thread(self.state)
-        self.state._job.cancel()
-
-    def run(self):
+    def run(self) -> set:
         import time
-        while not self.tick():
+        while (result := self.event('TIMER')) == {'RUNNING_MODAL'}:
             time.sleep(0.001)
-        return self.state._job.finish()
+        return result
 
 
 def test_the_modal_bake_simulated_in_a_thread_is_the_synchronous_bake(scene, bake):
     obj = make_grid(nx=4, ny=4)
     configure(obj)
     pin(obj, [0, 3])
-    modal = _ModalTicks(bake, scene, [obj])
-    modal.run()
+    modal = _ModalBake(bake, scene, [obj])
+    assert modal.run() == {'FINISHED'}
     percents = [percent for percent, _ in modal.statuses]
     assert percents == sorted(percents) and all("Esc to cancel" in text for _, text in modal.statuses)
     threaded = [np.array([v.co[:] for v in key.data]) for key in obj.data.shape_keys.key_blocks]
@@ -735,34 +737,61 @@ def test_the_modal_bake_simulated_in_a_thread_is_the_synchronous_bake(scene, bak
     assert not np.array_equal(threaded[1], threaded[-1])  # it moved
 
 
-def test_esc_stops_the_modal_bake_within_a_long_frame(scene, bake):
-    # The modal Bake looked at Esc between frames only, and the window froze during a
-    # frame: a frame of 20 000 substeps of this grid takes tens of seconds. Its thread
-    # (SimulationThread) ends at the core's next step, and the object stays as it was.
-    import time
+def _long_frame_bake(bake, scene):
+    """A bake whose first frame (20 000 substeps) takes tens of seconds, its thread
+    started."""
     obj = make_grid(nx=24, ny=24)
     configure(obj, substeps=20000, accuracy=0.0)
     pin(obj, [0, 23])
+    modal = _ModalBake(bake, scene, [obj])
+    while modal._thread is None:
+        assert modal.event('TIMER') == {'RUNNING_MODAL'}
+    return obj, modal
+
+
+@pytest.mark.parametrize("how", ["esc", "cancel"])
+def test_esc_stops_the_modal_bake_within_a_long_frame(scene, bake, how):
+    # The modal Bake looked at Esc between frames only, and the window froze during a
+    # frame. Its thread (SimulationThread) now ends at the core's next step, on Esc as
+    # when Blender ends the operator (cancel: the file closed), and the object stays as
+    # it was.
+    import time
+    obj, modal = _long_frame_bake(bake, scene)
     before = mesh_fingerprint(obj)
-    modal = _ModalTicks(bake, scene, [obj])
-    while modal.state._thread is None:
-        assert not modal.tick()
     time.sleep(0.5)
-    assert not modal.tick() and modal.state._thread.running  # the timer's tick returns at once
-    asked = time.perf_counter()
-    modal.esc()
-    assert time.perf_counter() - asked < 2.0
-    assert modal.state._thread is None and modal.state._job.runs[0].simulation is None
+    assert modal.event('TIMER') == {'RUNNING_MODAL'} and modal._thread.running  # the tick returns at once
+    thread, asked = modal._thread, time.perf_counter()
+    if how == "esc":
+        assert modal.event('ESC') == {'CANCELLED'}
+        assert modal.reports == [({'INFO'}, "Mass–Spring bake cancelled: nothing was changed")]
+    else:
+        modal.cancel(bpy.context)
+    assert time.perf_counter() - asked < 2.0 and not thread.running
+    assert modal._thread is None and modal._job.runs[0].simulation is None
     assert mesh_fingerprint(obj) == before and obj.data.shape_keys is None
+
+
+def test_a_stop_asked_while_the_simulation_is_built_ends_it_before_its_first_step(scene, bake):
+    import time
+    obj = make_grid(nx=4, ny=4)
+    configure(obj)
+    batch = bake.Batch(scene, [obj])
+    while not batch.prepare(time.perf_counter() + 1.0):
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        batch.simulate(stop=lambda: True)
+    assert batch.runs[0].simulation.frames_done == 1  # built, not stepped
 
 
 def test_an_error_in_the_modal_bakes_thread_reaches_its_tick(scene, bake):
     obj = make_grid(nx=3, ny=3)
     configure(obj, integrator='EXPLICIT_EULER', stiffness=1e6, substeps=1)
     pin(obj, [0])
-    with pytest.raises(submodule("errors").BakeError, match=r"'Grid': frame \d+: the simulation diverged"):
-        _ModalTicks(bake, scene, [obj]).run()
-    assert obj.data.shape_keys is None
+    modal = _ModalBake(bake, scene, [obj])
+    assert modal.run() == {'CANCELLED'}
+    [(kind, text)] = modal.reports
+    assert kind == {'ERROR'} and re.match(r"'Grid': frame \d+: the simulation diverged", text)
+    assert obj.data.shape_keys is None and modal._thread is None
 
 
 def test_operators_bake_and_free(scene):
