@@ -40,10 +40,26 @@ def long_bridge():
     return system
 
 
+def sheet_onto_a_thin_plate():
+    """Thrown at 10 m/s onto a plate 1 cm thick with friction, 30 cm below: the contacts'
+    search, their blocks in the multigrid and the crossing check at each step's end, all
+    in chunks."""
+    sheet = presets.cloth(33, spacing=1.0 / 32)
+    sheet.velocities = np.tile([0.0, 0.0, -10.0], (len(sheet.positions), 1))
+    system = build_system(sheet)
+    system.tolerance = 1e-2
+    plate = np.array([[-5, -5, -0.3], [5, -5, -0.3], [5, 5, -0.3], [-5, 5, -0.3]], float)
+    system.set_colliders(plate, np.array([[0, 1, 2], [0, 2, 3]]), 0.01, 0.5)
+    system.simulate(0.1, 3)
+    assert np.array(system.positions)[:, 2].min() > -0.3 + 0.005  # landed, not through
+    return system
+
+
 # The 65^2 sheet for 0.1 s (4 steps, 23 Newton iterations): its loops are chunked from the
 # first step, and under the sanitizers (scripts/test.sh) each run costs 24 times as much.
 @pytest.mark.parametrize("make", [lambda: folding_sheet(65, 0.1), lambda: folding_sheet(33, bending_rigidity=1e-4),
-                                  long_bridge], ids=["sheet65", "hinged_sheet33", "bridge"])
+                                  long_bridge, sheet_onto_a_thin_plate],
+                         ids=["sheet65", "hinged_sheet33", "bridge", "sheet_onto_a_plate"])
 def test_any_number_of_workers_gives_the_same_bits(make, restore_workers):
     runs = {}
     for workers in (1, 2, 3, 4):

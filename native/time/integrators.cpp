@@ -668,9 +668,23 @@ std::string Simulator<D>::collider_crossing(const VectorXd& q0, const VectorXd& 
     return {};
   } else {
     if (model_.colliders.empty()) return {};
-    for (int i = 0; i < num_masses(); ++i) {
+    // In chunks of masses on the workers (a tree query a mass at every step's end), each
+    // finding its first mass that crosses: the first of those is the one a single pass
+    // finds, so the message is the same on any number of workers.
+    const int nm = num_masses();
+    const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
+    std::vector<int> first_crossing(chunks, -1);
+    WorkerPool::shared().run(chunks, [&](int c) {
+      const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
+      for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i)
+        if (model_.colliders.crosses(q0.template segment<3>(3 * i), q1.template segment<3>(3 * i), t0, t1)) {
+          first_crossing[c] = i;
+          return;
+        }
+    });
+    for (const int i : first_crossing) {
+      if (i < 0) continue;
       const Vec3 p0 = q0.template segment<3>(3 * i), p1 = q1.template segment<3>(3 * i);
-      if (!model_.colliders.crosses(p0, p1, t0, t1)) continue;
       // Named by its vertex where it has one: masses may be numbered in locality order.
       return model_.connector_name(Connector{MASS, i, model_.id}) + " would pass through a collider (it moves at " +
              fmt((p1 - p0).norm() / (t1 - t0)) + " m/s, the colliders at up to " +
