@@ -412,7 +412,7 @@ const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const K
                                                                      bool derivatives) const {
   const int nm = num_masses();
   const bool definite = definite_newton_;
-  const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
+  const int chunks = contact_chunks();
   TouchesFoundAt& at = touches_found_at_;
   const bool found = at.valid && at.chunks == chunks && at.t == kin.t &&
                      at.colliders == model_.colliders.version() && at.q.size() == kin.q->size() &&
@@ -429,14 +429,13 @@ const std::vector<typename Simulator<D>::Touches>& Simulator<D>::touches(const K
   // Not found at any positions until every chunk has looked (a chunk that throws leaves
   // the others half filled).
   if (!found) at.valid = false;
-  WorkerPool::shared().run(chunks, [&](int c) {
+  in_contact_chunks([&](int c, int first, int last) {
     Touches& mine = touch_chunks_[c];
     if (!found) {
       mine.mass.clear();
       mine.points.clear();
       mine.point_start.assign(1, 0);
-      const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
-      for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i) {
+      for (int i = first; i < last; ++i) {
         if constexpr (D == 3) {
           const Vec3 p = kin.q->template segment<3>(3 * i);
           NearTriangles& near = near_triangles_[i];

@@ -671,12 +671,9 @@ std::string Simulator<D>::collider_crossing(const VectorXd& q0, const VectorXd& 
     // In chunks of masses on the workers (a tree query a mass at every step's end), each
     // finding its first mass that crosses: the first of those is the one a single pass
     // finds, so the message is the same on any number of workers.
-    const int nm = num_masses();
-    const int chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
-    std::vector<int> first_crossing(chunks, -1);
-    WorkerPool::shared().run(chunks, [&](int c) {
-      const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
-      for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i)
+    std::vector<int> first_crossing(contact_chunks(), -1);
+    in_contact_chunks([&](int c, int first, int last) {
+      for (int i = first; i < last; ++i)
         if (model_.colliders.crosses(q0.template segment<3>(3 * i), q1.template segment<3>(3 * i), t0, t1)) {
           first_crossing[c] = i;
           return;

@@ -233,11 +233,8 @@ void Simulator<D>::guess_arrivals(const VectorXd& q_start, const NewmarkStep& st
   if constexpr (D == 3) {
     if (model_.colliders.empty()) return;
     const bool known = static_cast<int>(touched_.size()) == num_masses();
-    // A collider query a mass: chunks of kContactGrain masses, as touches().
-    const int nm = num_masses(), chunks = split_work_ ? chunk_count(nm, kContactGrain) : 1;
-    WorkerPool::shared().run(chunks, [&](int c) {
-      const int last = static_cast<int>(chunk_begin(nm, chunks, c + 1));
-      for (int i = static_cast<int>(chunk_begin(nm, chunks, c)); i < last; ++i) {
+    in_contact_chunks([&](int, int first, int last) {
+      for (int i = first; i < last; ++i) {
         if (known && touched_[i]) continue;
         auto a = acc.template segment<3>(3 * i);
         const Vec3 q1 = step.q_pred.template segment<3>(3 * i) + step.bq * a;

@@ -533,6 +533,17 @@ class Simulator {
   // chunks return joined: the largest of doubles, or MassPartials combined, in chunk
   // order. For the Newton iteration's per-mass loops. A maximum does not depend on the
   // chunks; a sum only in its last bits, and the chunks depend on the size alone.
+  // body(c, first, last) for chunk c of the masses [first, last) on the workers, in chunks
+  // of kContactGrain masses (a collider query each: touches(), guess_arrivals,
+  // collider_crossing); contact_chunks() of them, which depends on the size alone.
+  int contact_chunks() const { return split_work_ ? chunk_count(num_masses(), kContactGrain) : 1; }
+  template <class Body>
+  void in_contact_chunks(const Body& body) const {
+    const int nm = num_masses(), chunks = contact_chunks();
+    WorkerPool::shared().run(chunks, [&](int c) {
+      body(c, static_cast<int>(chunk_begin(nm, chunks, c)), static_cast<int>(chunk_begin(nm, chunks, c + 1)));
+    });
+  }
   template <class Rows>
   auto in_mass_chunks(const Rows& rows) const -> decltype(rows(0, 0)) {
     const int nm = num_masses();
