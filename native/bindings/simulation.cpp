@@ -133,6 +133,7 @@ void bind_simulation(SystemClass<D>& cls) {
                                d["energy_rejections"] = s.simulator().energy_rejections;
                                d["newton_iterations"] = s.simulator().newton_iterations;
                                d["matrix_assemblies"] = s.simulator().matrix_assemblies;
+                               d["tight_first_corrections"] = s.simulator().tight_first_corrections;
                                d["factorizations"] = s.simulator().newton_solver().factorizations;
                                d["multigrid_regroupings"] = s.simulator().newton_solver().regroupings;
                                d["krylov_iterations"] = s.simulator().newton_solver().krylov_iterations;

@@ -2,7 +2,10 @@
 // Simulator<D>, summed element by element from the force laws of laws.hpp; and the matrix's
 // sparsity pattern, set up once per topology.
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "forces/laws.hpp"
@@ -558,6 +561,35 @@ double Simulator<D>::mean_spring_neighbours() const {
   return num_masses() > 0 ? static_cast<double>(ends) / num_masses() : 0.0;
 }
 
+// A hinge's triangles (x0 x1 x2) and (x0 x1 x3) are braced when their sides x0-x2,
+// x1-x2, x0-x3 and x1-x3 are springs or rods: then no triangle can collapse under the
+// hinge without stretching one. Quads without shear springs are not: the hinges of their
+// two cuts have a side on a diagonal that nothing holds
+// (test_core_step_pieces.py, test_braced_hinges_take_the_tighter_first_correction).
+template <int D>
+bool Simulator<D>::hinges_braced() const {
+  const auto& wires = std::get<StencilSet<WireBending>>(model_.stencils);
+  const auto& hinges = std::get<StencilSet<HingeBending>>(model_.stencils);
+  if (wires.size() > 0) return false;
+  if (hinges.size() == 0) return true;
+  auto key = [](const Connector& a, const Connector& b) {
+    auto id = [](const Connector& c) { return (static_cast<std::uint64_t>(c.type) << 32) | static_cast<std::uint32_t>(c.nr); };
+    const std::uint64_t x = id(a), y = id(b);
+    return std::make_pair(std::min(x, y), std::max(x, y));
+  };
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> sides;
+  sides.reserve(model_.springs.size() + model_.constraints.size());
+  for (const Spring& s : model_.springs) sides.push_back(key(s.c[0], s.c[1]));
+  for (const DistanceConstraint& c : model_.constraints) sides.push_back(key(c.c[0], c.c[1]));
+  std::sort(sides.begin(), sides.end());
+  auto held = [&](const Connector& a, const Connector& b) {
+    return (a.type == FIX && b.type == FIX) || std::binary_search(sides.begin(), sides.end(), key(a, b));
+  };
+  for (const auto& x : hinges.ends)
+    if (!held(x[0], x[2]) || !held(x[1], x[2]) || !held(x[0], x[3]) || !held(x[1], x[3])) return false;
+  return true;
+}
+
 template <int D>
 void Simulator<D>::ensure_pattern() {
   if (pattern_ready_) return;
@@ -610,6 +642,7 @@ void Simulator<D>::ensure_pattern() {
                      "rods); use 'auto' or 'direct'");
   split_work_ = num_masses() >= kSplitMinMasses;
   lin_.split_work(split_work_);
+  stencils_braced_ = hinges_braced();
   if (model_.constraints.empty() &&
       (linear_solver_ == "multigrid" ||
        (linear_solver_ == "auto" && num_masses() >= multigrid_min_masses() &&

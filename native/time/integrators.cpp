@@ -304,7 +304,8 @@ bool Simulator<D>::newton_correct(NewtonIteration& n, const NewmarkStep& step, c
   // is the assembly's just made. (A multigrid that fails within this solve falls back to
   // the factor at the same tolerance, for this one solve.)
   const bool first_correction = n.corrections++ == 0;
-  const bool calm = contacts_.empty() && !self_touching_ && lin_.elements.num_stencils() == 0 && lin_.multigrid();
+  const bool calm = contacts_.empty() && !self_touching_ && stencils_braced_ && lin_.multigrid();
+  if (calm && first_correction && tolerance > 0) ++tight_first_corrections;
   const double linear_tol = linear_tolerance(tolerance > 0, first_correction, calm);
   if (!lin_.solve(n.rhs, n.delta, linear_tol, &n.lam)) return false;
   double correction_squares = in_coordinate_chunks([&](Eigen::Index at, Eigen::Index size) {

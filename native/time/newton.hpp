@@ -95,15 +95,18 @@ NewtonTolerances newton_tolerances(const NewtonSettings& s, double gravity, doub
 // earlier, where 1e-1 is enough, except for a step's first correction (a retried or
 // shortened step starts anew; not the first after Newton halves a correction) while the
 // step is `calm`: the multigrid preconditions, nothing touches a collider or itself, and
-// there are no bending stencils. Its accuracy decides whether Newton's error estimate can
-// stop after the second correction, which on folding sheets and closed meshes saves Newton
-// iterations. Where things touch it costs Krylov iterations and saves no Newton
-// iterations; with hinges it tipped the stiff shear-free sheet into failing; and with a
+// the only stencils are braced hinges (Simulator::hinges_braced: no wire bending, no quad
+// without shear springs). Its accuracy decides whether Newton's error estimate can stop
+// after the second correction, which on folding sheets, hinged ones too, and closed meshes
+// saves Newton iterations. Where things touch it costs Krylov iterations and saves no
+// Newton iterations; on stiff hinged sheets without shear springs (their quads shear
+// flat) it tipped some into failing and others into the factor's fallback; and with a
 // factor (small systems, solved all but exactly) it saves nothing, and a mass bouncing at
 // a sphere's pole kept bouncing (test_core_contact.py,
 // test_mass_inside_a_sphere_stays_inside_and_comes_to_rest). The measurements are in
 // docs/performance.md, "The first correction"; the rule's test is
-// tests/test_core_step_pieces.py, test_the_first_correction_is_solved_tighter_only_when_calm.
+// tests/test_core_step_pieces.py, test_the_first_correction_is_solved_tighter_only_when_calm
+// and test_braced_hinges_take_the_tighter_first_correction.
 inline constexpr double kFirstCorrectionTolerance = 3e-2;
 double linear_tolerance(bool error_control, bool first_correction, bool calm);
 

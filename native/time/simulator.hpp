@@ -134,6 +134,8 @@ class Simulator {
   // Newton matrices assembled by implicit steps (a step stopping at its last iterate's
   // residual assembles none there: newton_correct's check_residual_first).
   long matrix_assemblies = 0;
+  // Step's first corrections solved to the tighter tolerance of a calm step (newton_correct).
+  long tight_first_corrections = 0;
   long energy_rejections = 0;  // of rejected_steps, those whose solution gained energy
   double last_local_error = 0.0;  // of the last implicit step, in length units (RMS)
   // The energies now; the potential one of gravity, springs, stencils, self-contact and
@@ -519,6 +521,11 @@ class Simulator {
   NewtonLinearSolver lin_;              // Newton matrix of the implicit step
   NewtonLinearSolver consistency_lin_;  // [M G^T; G 0] for consistent accelerations
   bool split_work_ = false;  // from kSplitMinMasses masses on (ensure_pattern)
+  // Every stencil is a hinge whose two triangles have springs or rods on all four outer
+  // sides (ensure_pattern): a sheet that cannot shear flat under its hinges, whose first
+  // corrections may be solved tighter while calm (newton_correct; time/newton.hpp).
+  bool stencils_braced_ = true;
+  bool hinges_braced() const;
   // What a per-mass loop over some masses found: the largest of a measure and the sum of
   // another (MassPartial::combine joins two chunks' findings).
   struct MassPartial {
