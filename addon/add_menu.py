@@ -5,6 +5,8 @@ The geometry comes from ``mass_spring.presets``; :func:`structure_object` turns 
 ``ms_rope`` edge marks and ``obj.mass_spring`` set (scripts/scenes.py uses it too).
 """
 
+import math
+
 import bpy
 import numpy as np
 from bpy.props import EnumProperty, FloatProperty, IntProperty, StringProperty
@@ -161,7 +163,13 @@ RANGES = {
 
 def check_values(preset: str, p: dict) -> None:
     """ValueError naming the first of the panel's values `p` outside its range (RANGES),
-    by the name the panel shows it under, with the range."""
+    by the name the panel shows it under, with the range; and any value that is not a
+    finite number (an Inf typed into the panel is stored as the largest single-precision
+    number: tests/test_add_menu.py, test_the_add_menu_refuses_infinite_values)."""
+    for name, value in p.items():
+        if isinstance(value, float) and not (math.isfinite(value) and abs(value) < np.finfo(np.float32).max):
+            label = LABELS[preset].get(name, name.replace("_", " ").title())
+            raise ValueError(f"{label} must be a finite number, got {value:g}")
     for name, (least, most, unit) in RANGES[preset].items():
         value = p[name]
         # The panel holds single precision: 0.01 arrives as 0.0099999998.

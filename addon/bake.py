@@ -34,6 +34,13 @@ __all__ = [
     "bake_object", "bake_scene", "free_bake", "has_bake",
 ]
 
+# The largest single-precision number: what a float property holds for an Inf typed in.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+# The smallest Accuracy but 0 that the core takes (its tolerance; test_addon_bake.py,
+# test_the_least_accuracy_bakes_and_a_smaller_one_is_named).
+LEAST_ACCURACY = 1e-9
+
 # Modifiers that move vertices on top of the bake: the motion would be applied twice.
 DEFORMING_MODIFIERS = {'ARMATURE', 'CLOTH', 'SOFT_BODY', 'MESH_CACHE', 'MESH_SEQUENCE_CACHE',
                        'HOOK', 'LATTICE', 'CURVE', 'WAVE', 'SURFACE_DEFORM', 'MESH_DEFORM',
@@ -143,13 +150,15 @@ class BakeSettings:
     def not_numbers(self) -> list[str]:
         """The names (as the panel shows them) of the number settings that are NaN or Inf.
         A script can set them; some were taken as 0 or as "automatic" (found by an
-        adversarial test: test_addon_bake.py, test_refuses_settings_that_are_not_numbers)."""
+        adversarial test: test_addon_bake.py, test_refuses_settings_that_are_not_numbers).
+        Blender stores an Inf typed into a field as the largest single-precision number, so
+        that counts as Inf too (test_add_menu.py, test_the_add_menu_refuses_infinite_values)."""
         names = []
         for prop in self._stored.bl_rna.properties:
             if prop.type != 'FLOAT':
                 continue
-            value = getattr(self, prop.identifier)
-            if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
+            value = np.asarray(getattr(self, prop.identifier), dtype=np.float64)
+            if not (np.isfinite(value) & (np.abs(value) < FLOAT32_MAX)).all():
                 names.append(prop.name)
         return names
 
@@ -174,7 +183,8 @@ def simulation_settings(scene, obj, overrides: dict | None = None) -> Simulation
         integrator=settings.integrator,
         rho_inf=settings.rho_inf,
         substeps=settings.substeps,
-        accuracy=settings.accuracy,
+        # The panel's 1e-9 arrives as 9.99999997e-10 (single precision): the core's least.
+        accuracy=max(settings.accuracy, LEAST_ACCURACY) if settings.accuracy > 0 else 0.0,
         fps=scene.render.fps / scene.render.fps_base,
         initial_velocity=np.array(settings.initial_velocity, dtype=np.float64),
         initial_angular_velocity=np.array(settings.initial_angular_velocity, dtype=np.float64),
@@ -270,6 +280,14 @@ def check_object(scene, obj, overrides: dict | None = None, writes: bool = True)
         raise BakeError(f"the bake needs a mesh object, got {kind}")
     if obj.mode == 'EDIT' or obj.data.is_editmode:
         raise BakeError(f"'{obj.name}' is in Edit Mode: switch to Object Mode (Tab) before baking")
+    linked = obj.library or obj.data.library
+    if linked is not None and writes:
+        # A linked object or mesh is read only: found before simulating, not when writing
+        # (tests/test_addon_bake.py, test_a_linked_object_is_refused_before_simulating).
+        what = "object" if obj.library is not None else f"mesh '{obj.data.name}'"
+        raise BakeError(f"'{obj.name}': its {what} is linked from {linked.filepath}, so the bake "
+                        "cannot write to it: make it local (Object ▸ Relations ▸ Make Local) "
+                        "or bake a Library Override of it")
     if not transform_is_static(obj) and not evaluated_by_blender(obj):
         raise BakeError(
             f"'{obj.name}' moves (animation, parent or constraints), but Blender does not "
@@ -284,6 +302,9 @@ def check_object(scene, obj, overrides: dict | None = None, writes: bool = True)
         raise BakeError(f"'{obj.name}': {', '.join(not_numbers)} "
                         f"{'is not a number' if len(not_numbers) == 1 else 'are not numbers'} "
                         "(NaN or Inf): give a value in Properties ▸ Physics ▸ Mass–Spring")
+    if 0 < settings.accuracy < np.float32(LEAST_ACCURACY):
+        raise BakeError(f"'{obj.name}': Accuracy must be 0 (fixed steps) or at least "
+                        f"{LEAST_ACCURACY:g}, got {settings.accuracy:g}")
     record = writers.bake_record(obj) or {}
     if record.get("output") == writers.DAMAGED and writes:
         raise BakeError(
@@ -377,7 +398,9 @@ def loose_vertex_warnings(name: str, arrays, settings) -> list[str]:
     for rows, k in zip(pairs, strength):
         held[rows[k > 0].ravel()] = True
     loose = np.flatnonzero(~held & ~arrays.pinned)
-    if len(loose) and held.any():
+    # A mesh of loose vertices (no edges) is a cloud of masses by design; edges that all
+    # lost their stiffness are not (found by an adversarial tester: a Stiffness of 0).
+    if len(loose) and (held.any() or len(arrays.edges)):
         why = (f"their weights in Stiffness Group '{settings.stiffness_group}' are 0"
                if weights is not None else "the stiffness of their edges is 0")
         warnings.append(f"'{name}': {len(loose)} free vertex(es) (first: vertex {loose[0]}) have no "

@@ -145,14 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
 MAX_SUBSTEPS = 10000
 
 
-def object_names(values: list[str]) -> list[str]:
+def object_names(values: list[str], known=()) -> list[str]:
     """The names in repeated, comma-separated --objects values, each once (an object named
     twice was baked twice, both into one PC2 file: found by tests/fuzz_bake.py); "\\," is
-    a comma inside a name ("Rope\\, long")."""
+    a comma inside a name ("Rope\\, long"). Spaces around a name are dropped ("Chain,
+    Bridge"), unless the name with them is one of `known` (an object named "Rope " is not
+    "Rope": tests/test_addon_cli.py, test_a_name_with_spaces_around_it_bakes_that_object)."""
     names = []
     for value in values:
-        for name in re.split(r"(?<!\\),", value):
-            name = name.replace("\\,", ",").strip()
+        for piece in re.split(r"(?<!\\),", value):
+            piece = piece.replace("\\,", ",")
+            name = piece if piece in known else piece.strip()
             if name and name not in names:
                 names.append(name)
     return names
@@ -160,9 +163,8 @@ def object_names(values: list[str]) -> list[str]:
 
 def check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
     """Split --objects lists and refuse inconsistent values (a usage error of `parser`)."""
-    if args.objects is not None:
-        args.objects = object_names(args.objects)
-        if not args.objects:  # `--objects ""` or `--objects ,` baked every enabled object
+    if args.objects is not None:  # kept as given: select_objects reads the names in the scene
+        if not object_names(args.objects):  # `--objects ""` or `--objects ,` baked every enabled object
             parser.error("--objects names no object: give names, or leave it out to bake every "
                          "object with Mass–Spring enabled")
     if args.in_place and args.output:  # --output was ignored
@@ -264,8 +266,10 @@ def open_input(path: str, *, opened_by_blender: bool = False) -> str:
     return path
 
 
-def select_objects(scene, names: list[str] | None) -> list:
-    """The objects named (each must be a mesh of `scene`), or every enabled one."""
+def select_objects(scene, values: list[str] | None) -> list:
+    """The objects --objects `values` name (object_names; each must be a mesh of `scene`),
+    or every enabled one."""
+    names = object_names(values, known={obj.name for obj in scene.objects}) if values else []
     if names:
         chosen = []
         for name in names:

@@ -105,6 +105,21 @@ def test_values_out_of_range_are_refused_in_the_panel_s_words(preset, values, me
     assert not bpy.context.scene.objects
 
 
+@pytest.mark.parametrize("preset, values, label", [
+    ("BRIDGE", dict(stiffness=float("inf")), "Stiffness"),
+    ("CLOTH", dict(damping=float("inf")), "Damping"),
+    ("CLOTH", dict(bending_rigidity=float("inf")), "Bending Rigidity"),
+    ("CHAIN", dict(mass=float("inf")), "Mass"),
+])
+def test_the_add_menu_refuses_infinite_values(preset, values, label):
+    """Found by an adversarial tester: an Inf typed into the redo panel (Blender stores the
+    largest single-precision number) made a structure that could not bake."""
+    bpy = require_bpy()
+    with pytest.raises(RuntimeError, match=f"{label} must be a finite number"):
+        bpy.ops.object.mass_spring_add(preset=preset, **values)
+    assert not bpy.context.scene.objects
+
+
 @pytest.mark.parametrize("preset, values", [
     ("CHAIN", dict(count=1, size=0.01)),
     ("CHAIN", dict(count=500, size=1e6)),

@@ -969,6 +969,30 @@ def test_vertices_no_spring_holds_are_named(scene, bake):
     warnings = bake.bake_object(scene, obj).warnings
     assert any("Pin Group 'Nothing' pins no vertex" in w for w in warnings), warnings
     assert not any("no spring with stiffness" in w for w in warnings)
+    bake.free_bake(obj)
+    obj.mass_spring.stiffness = 0.0  # no spring holds any vertex: the mesh falls as dust
+    warnings = bake.bake_object(scene, obj).warnings
+    assert any("9 free vertex(es) (first: vertex 0) have no spring with stiffness" in w
+               and "the stiffness of their edges is 0" in w for w in warnings), warnings
+
+
+def test_a_linked_object_is_refused_before_simulating(scene, bake, tmp_path):
+    # Found by an adversarial tester: a linked object was simulated, then its write failed
+    # with "'NoneType' object has no attribute 'interface'".
+    obj = make_grid(nx=3, ny=3)
+    configure(obj)
+    pin(obj, [0, 2])
+    library, name = tmp_path / "library.blend", obj.name
+    bpy.ops.wm.save_as_mainfile(filepath=str(library))
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    with bpy.data.libraries.load(str(library), link=True) as (_, into):
+        into.objects = [name]
+    linked = into.objects[0]
+    scene = bpy.context.scene
+    scene.collection.objects.link(linked)
+    with pytest.raises(bake.BakeError, match="linked from .*library.blend.*Make Local"):
+        bake.bake_object(scene, linked)
+    assert linked.data.shape_keys is None and not linked.modifiers
 
 
 def test_refuses_all_pinned(scene, bake):
@@ -1116,3 +1140,17 @@ def test_flat_rod_plate_names_the_cause(scene, bake):
         bake.bake_object(scene, obj)
     assert "more substeps" not in str(err.value)
     assert mesh_fingerprint(obj) == before
+
+
+def test_the_least_accuracy_bakes_and_a_smaller_one_is_named(scene, bake):
+    # Found by an adversarial tester: the panel's 1e-9 is stored as 9.99999997e-10, and the
+    # core refused it as "tolerance must be 0 (fixed steps) or at least 1e-9, got 1e-09".
+    obj = make_grid(nx=2, ny=2)
+    configure(obj)
+    pin(obj, [0, 1])
+    obj.mass_spring.accuracy = 1e-9
+    scene.frame_end = 2
+    assert np.isfinite(bake.bake_object(scene, obj).positions).all()
+    bake.free_bake(obj)
+    obj.mass_spring.accuracy = 1e-10
+    assert_refused(bake, scene, obj, "Accuracy must be 0 (fixed steps) or at least 1e-09, got 1e-10")

@@ -198,6 +198,23 @@ def test_object_names_may_contain_escaped_commas():
     assert names(["A,,B ,"]) == ["A", "B"]
 
 
+def test_a_name_with_spaces_around_it_bakes_that_object(scene, tmp_path):
+    # Found by an adversarial tester: "--objects 'Chain '" baked 'Chain', not 'Chain '.
+    import scenes
+    scene.frame_end = 6
+    for name, x in (("Chain", 0.0), ("Chain ", 3.0)):
+        scenes.hanging_chain(name, n=4, spacing=0.25, angle=60.0, location=(x, 0.0, 2.0), substeps=4)
+    path, out = tmp_path / "two.blend", tmp_path / "out.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    assert submodule("cli").execute([str(path), "--objects", "Chain ", "--output", str(out), "--quiet"]) == 0
+    bpy.ops.wm.open_mainfile(filepath=str(out), load_ui=False)
+    assert bpy.data.objects["Chain "].data.shape_keys is not None
+    assert bpy.data.objects["Chain"].data.shape_keys is None
+    names = submodule("cli").object_names
+    assert names(["Chain , Chain"], known={"Chain ", "Chain"}) == ["Chain ", "Chain"]
+    assert names(["Chain , Chain"]) == ["Chain"]
+
+
 def test_an_object_named_twice_is_baked_once(chain_blend, tmp_path):
     # Found by tests/fuzz_bake.py: "--objects Chain --objects Chain" baked it twice into one
     # PC2 file and failed halfway, after the first had replaced the previous cache.

@@ -349,7 +349,7 @@ def test_arguments_inside_blender_come_after_double_dash():
     assert bake.blend_given_to_blender(module) is None
     args = bake.parse_args(["in.blend", "--objects", "A,B", "--objects", "C",
                             "--integrator", "NEWMARK", "--resolution", "320x200"])
-    assert args.objects == ["A", "B", "C"]
+    assert bake.addon_cli("repo").object_names(args.objects) == ["A", "B", "C"]
     assert args.integrator == "newmark" and args.resolution == (320, 200)
 
 
