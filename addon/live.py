@@ -472,6 +472,37 @@ def on_load(_path=None) -> None:
     _failures.clear()
 
 
+# Objects whose preview modifier is left out of the file being saved (on_save_pre).
+_hidden_for_saving: list = []
+
+
+@bpy.app.handlers.persistent
+def on_save_pre(_path=None) -> None:
+    """The preview modifiers stay out of a saved file: they read a temporary file that is
+    gone once this Blender quits, so the file opened elsewhere (a render farm, Blender
+    without the add-on) would warn of a missing cache and keep a dead modifier. Opened with
+    the add-on, a live object computes its preview again at the first frame change
+    (tests/test_live.py, test_saving_and_reopening_while_live_loses_nothing)."""
+    _hidden_for_saving.clear()
+    for obj in bpy.data.objects:
+        modifier = obj.modifiers.get(MODIFIER) if obj.type == 'MESH' and obj.library is None else None
+        if modifier is not None and modifier.type == 'MESH_CACHE':
+            obj.modifiers.remove(modifier)
+            _hidden_for_saving.append(obj.name)
+
+
+@bpy.app.handlers.persistent
+def on_save_post(_path=None) -> None:
+    """The modifiers on_save_pre left out show their previews again."""
+    for name in _hidden_for_saving:
+        obj = bpy.data.objects.get(name)
+        preview = _previews.get(key(obj)) if obj is not None else None
+        if preview is not None:
+            _show(obj, preview)
+            obj.update_tag(refresh={'DATA'})
+    _hidden_for_saving.clear()
+
+
 def hand_over(obj, job: BakeJob) -> None:
     """A bake of `obj` starts with `job`: it takes over the preview's simulation if that
     was made from the same inputs (BakeJob.adopt; a share of previews together goes to
@@ -505,14 +536,17 @@ def live_preview_changed(settings, context) -> None:
         _go_on_later(update(context.scene, obj, _budget()))
 
 
+HANDLERS = (("frame_change_post", on_frame_change), ("load_post", on_load),
+            ("save_pre", on_save_pre), ("save_post", on_save_post))
+
+
 def register():
-    bpy.app.handlers.frame_change_post.append(on_frame_change)
-    bpy.app.handlers.load_post.append(on_load)
+    for handlers, function in HANDLERS:
+        getattr(bpy.app.handlers, handlers).append(function)
 
 
 def unregister():
-    for handlers, function in ((bpy.app.handlers.frame_change_post, on_frame_change),
-                               (bpy.app.handlers.load_post, on_load)):
+    for handlers, function in ((getattr(bpy.app.handlers, name), function) for name, function in HANDLERS):
         if function in handlers:
             handlers.remove(function)
     if bpy.app.timers.is_registered(_continue):
