@@ -15,6 +15,9 @@ import numpy as np
 from .errors import BakeError
 from .simulation import ColliderFrames
 
+# The farthest a collider's vertex may lie from the world's origin (the core's bound).
+MAX_COORDINATE = 1e9
+
 
 def is_collider(obj) -> bool:
     """A mesh with a Collision modifier that is on (in the viewport: bakes read what the
@@ -60,6 +63,13 @@ def world_triangles(obj, depsgraph, canonical: bool = True) -> tuple[np.ndarray,
         evaluated.to_mesh_clear()
     matrix = np.array(evaluated.matrix_world, dtype=np.float64)
     world = co.reshape(-1, 3).astype(np.float64) @ matrix[:3, :3].T + matrix[:3, 3]
+    # The core refuses these too, but counts vertices over every collider at once
+    # (test_addon_contact.py, test_a_collider_beyond_reach_is_named).
+    bad = np.flatnonzero(~(np.abs(world) <= MAX_COORDINATE).all(axis=1))
+    if len(bad):
+        raise BakeError(f"Collision object '{obj.name}': vertex {bad[0]} is at "
+                        f"{tuple(float(x) for x in world[bad[0]])} in the world, not a finite point "
+                        f"within {MAX_COORDINATE:g} m: fix its mesh or transform, or turn its Collision off")
     tris = tris.reshape(-1, 3).astype(np.int64)
     return world, canonical_triangles(tris) if canonical else tris
 

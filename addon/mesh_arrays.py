@@ -224,11 +224,12 @@ def validate(arrays: MeshArrays) -> None:
             f"{len(both)} edge(s) are marked both rigid and rope (first: edge {both[0]}): "
             "clear one of the two marks in Edit Mode")
     # The core would name a spring of its own numbering, not the edge and the attribute.
-    negative = np.flatnonzero(~(arrays.stiffness_scale >= 0))
+    # Inf too: "stiffness must be >= 0, got inf" (found by an adversarial tester).
+    negative = np.flatnonzero(~((arrays.stiffness_scale >= 0) & np.isfinite(arrays.stiffness_scale)))
     if len(negative):
         raise BakeError(
-            f"the stiffness attribute is negative or not a number on {len(negative)} edge(s) "
-            f"(first: edge {negative[0]}): stiffness scales must be >= 0")
+            f"the stiffness attribute is negative, infinite or not a number on {len(negative)} "
+            f"edge(s) (first: edge {negative[0]}): stiffness scales must be finite numbers >= 0")
     # The core would say "mass must be positive"; this says which group setting causes it
     # (test_refuses_free_vertex_without_mass).
     bad_mass = np.flatnonzero(~arrays.pinned & ~(arrays.masses > 0))

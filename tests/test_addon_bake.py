@@ -1012,6 +1012,10 @@ def test_refuses_missing_vertex_group(scene, bake):
     obj.mass_spring.mass_group = ""
     obj.mass_spring.stiffness_attribute = "nope"
     assert_refused(bake, scene, obj, "stiffness attribute 'nope'")
+    attribute = obj.data.attributes.new("stiff", 'FLOAT', 'EDGE')
+    attribute.data.foreach_set("value", [1.0, float("inf"), 1.0, 1.0])
+    obj.mass_spring.stiffness_attribute = "stiff"
+    assert_refused(bake, scene, obj, "negative, infinite or not a number on 1 edge(s) (first: edge 1)")
 
 
 def test_refuses_free_vertex_without_mass(scene, bake):

@@ -235,3 +235,15 @@ def test_collider_triangles_come_in_one_order(scene, bake):
         for obj in (ball, sheet):
             bpy.data.objects.remove(obj)
     np.testing.assert_array_equal(baked[0], baked[1])
+
+
+def test_a_collider_beyond_reach_is_named(scene, bake):
+    # Found by an adversarial tester: the core's message counted vertices over every
+    # collider ("collider vertex 6") and named no object.
+    make_collider("AFloor", PLANE, [(0, 1, 2, 3)])
+    table = make_collider("BTable", PLANE, [(0, 1, 2, 3)], location=(0, 0, -1))
+    table.data.vertices[2].co = (2e9, 0, 0)
+    chain = make_chain()
+    with pytest.raises(bake.BakeError, match=r"Collision object 'BTable': vertex 2 is at \(2000000000"):
+        bake.bake_object(scene, chain)
+    assert chain.data.shape_keys is None
