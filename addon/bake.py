@@ -205,8 +205,16 @@ def default_pc2_name(name: str) -> str:
 
 
 def pc2_paths(obj) -> tuple[str, str]:
-    """(path as stored in the modifier, absolute path). BakeError if it can't be resolved."""
+    """(path as stored in the modifier, absolute path). BakeError if it can't be resolved.
+    A relative path is the .blend's ("cache/x.pc2" is "//cache/x.pc2"), and "~" is the home
+    folder: Blender would resolve both against the working folder of whichever process
+    opens the file, so a render farm would not find the cache (found by an adversarial
+    tester; test_addon_bake.py, test_a_relative_pc2_path_is_the_blend_s)."""
     stored = obj.mass_spring.pc2_path or "//" + default_pc2_name(obj.name)
+    if not stored.startswith("//"):
+        stored = os.path.expanduser(stored)
+        if not os.path.isabs(stored):
+            stored = "//" + stored
     if stored.startswith("//") and not bpy.data.filepath:
         raise BakeError(
             f"the PC2 file '{stored}' is relative to the .blend, which has not been saved yet: "

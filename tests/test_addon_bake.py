@@ -376,6 +376,25 @@ def test_shear_springs_keep_a_quad_from_collapsing(scene, bake, shear):
         assert drop > 0.5
 
 
+def test_a_relative_pc2_path_is_the_blend_s(scene, bake, tmp_path, monkeypatch):
+    # Found by an adversarial tester: "cache/x.pc2" was written under the process's working
+    # folder and stored so; opened from elsewhere the cache was lost.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    (tmp_path / "scene").mkdir()
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "scene" / "pc2.blend"))
+    scene = bpy.context.scene
+    obj = make_grid(nx=3, ny=3)
+    configure(obj, output='PC2', pc2_path="cache/grid.pc2")
+    pin(obj, [0])
+    bake.bake_object(scene, obj)
+    assert (tmp_path / "scene" / "cache" / "grid.pc2").exists()
+    assert not (elsewhere / "cache").exists()
+    modifier = next(m for m in obj.modifiers if m.type == 'MESH_CACHE')
+    assert modifier.filepath == "//cache/grid.pc2"
+
+
 def test_pc2_output_with_mesh_cache_first_in_stack(scene, bake, tmp_path):
     bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "pc2.blend"))
     scene = bpy.context.scene
