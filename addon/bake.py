@@ -794,6 +794,8 @@ class BakeJob:
             write_seconds=time.perf_counter() - begin,
             local_positions=self.simulation.local_positions,
             warnings=(list(self.warnings) + faceless_warnings(self.object_name, self.colliders)
+                      + narrow_collider_warnings(self.object_name, self.colliders, self.arrays.edges,
+                                                 self.simulation.world_start)
                       + pressed_warning(self.object_name, self.simulation)),
             pc2_file=self._staged.get("file", ""),
             report=list(self.simulation.report),
@@ -828,6 +830,20 @@ def faceless_warnings(object_name: str, reader) -> list[str]:
     return [f"collider '{name}' has no faces, so '{object_name}' passes through it: a Collision object "
             "collides with its faces (give it faces, or remove its Collision)"
             for name in (reader.faceless if reader is not None else [])]
+
+
+def narrow_collider_warnings(object_name: str, reader, edges, world_start) -> list[str]:
+    """The colliders met that are narrower than the structure's longest edge, named: a
+    collider stops vertices, not edges, so such an edge can pass over it (a rope of long
+    links onto a thin bar; found by an adversarial tester: test_addon_contact.py,
+    test_a_collider_narrower_than_the_edges_is_named)."""
+    if reader is None or not len(edges) or world_start is None:
+        return []
+    longest = float(np.linalg.norm(world_start[edges[:, 1]] - world_start[edges[:, 0]], axis=1).max())
+    return [f"collider '{name}' is {width:.3g} m across where it is narrowest (with its thickness), "
+            f"less than the longest edge of '{object_name}' ({longest:.3g} m): collisions stop "
+            f"vertices, not edges, so an edge can pass over it. Subdivide '{object_name}' or widen the collider"
+            for name, width in sorted(reader.narrowest.items()) if width < longest]
 
 
 def pressed_warning(object_name: str, simulation) -> list[str]:

@@ -108,6 +108,12 @@ class ColliderReader:
         self._counts = [(len(verts), len(tris)) for verts, tris in first[len(static):]]
         # Collision acts on faces: edges and vertices alone are met by nothing.
         self.faceless = [obj.name for obj, (_, tris) in zip(self.objects, first) if len(tris) == 0]
+        # How wide each is where it is narrowest across (the second smallest side of its
+        # box, with its thickness on both sides; a floor's is its width, a bar's its own):
+        # only vertices collide, so an edge longer than that can pass over it (bake.py,
+        # narrow_collider_warnings).
+        self.narrowest = {obj.name: float(np.sort(np.ptp(verts, axis=0))[1]) + 2 * float(obj.collision.thickness_outer)
+                          for obj, (verts, tris) in zip(self.objects, first) if len(tris)}
         self.frames = ColliderFrames(
             triangles=np.concatenate(triangles) if triangles else np.zeros((0, 3), np.int64),
             thickness=np.concatenate(thickness) if thickness else np.zeros(0),
